@@ -1,0 +1,61 @@
+"""keras_attention: attention layers that implement the textbook math exactly.
+
+See MATH.md for the formulas. Public names are re-exported here:
+
+    import keras_attention as ka
+    mha = ka.MultiHeadAttention(num_heads=8, key_dim=64)
+"""
+
+from keras_attention import layers, losses, metrics, ops, schedules
+from keras_attention.layers import (
+    BahdanauAttention,
+    ClassToken,
+    MultiHeadAttention,
+    PatchEmbedding,
+    PositionEmbedding,
+    PositionwiseFeedForward,
+    SinusoidalPositionalEncoding,
+    TokenAndPositionEmbedding,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+)
+from keras_attention.losses import MaskedSparseCategoricalCrossentropy
+from keras_attention.metrics import MaskedAccuracy
+from keras_attention.ops import (
+    additive_scores,
+    causal_mask,
+    masked_softmax,
+    padding_mask,
+    scaled_dot_product_attention,
+    sinusoidal_encoding,
+)
+from keras_attention.schedules import TransformerSchedule
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BahdanauAttention",
+    "ClassToken",
+    "MaskedAccuracy",
+    "MaskedSparseCategoricalCrossentropy",
+    "MultiHeadAttention",
+    "PatchEmbedding",
+    "PositionEmbedding",
+    "PositionwiseFeedForward",
+    "SinusoidalPositionalEncoding",
+    "TokenAndPositionEmbedding",
+    "TransformerDecoderBlock",
+    "TransformerEncoderBlock",
+    "TransformerSchedule",
+    "additive_scores",
+    "causal_mask",
+    "layers",
+    "losses",
+    "masked_softmax",
+    "metrics",
+    "ops",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "schedules",
+    "sinusoidal_encoding",
+]

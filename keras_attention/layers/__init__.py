@@ -1,0 +1,25 @@
+"""The layers of keras_attention, one concept per module."""
+
+from keras_attention.layers.bahdanau import BahdanauAttention
+from keras_attention.layers.feed_forward import PositionwiseFeedForward
+from keras_attention.layers.multi_head import MultiHeadAttention
+from keras_attention.layers.positional import (
+    PositionEmbedding,
+    SinusoidalPositionalEncoding,
+    TokenAndPositionEmbedding,
+)
+from keras_attention.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
+from keras_attention.layers.vision import ClassToken, PatchEmbedding
+
+__all__ = [
+    "BahdanauAttention",
+    "ClassToken",
+    "MultiHeadAttention",
+    "PatchEmbedding",
+    "PositionEmbedding",
+    "PositionwiseFeedForward",
+    "SinusoidalPositionalEncoding",
+    "TokenAndPositionEmbedding",
+    "TransformerDecoderBlock",
+    "TransformerEncoderBlock",
+]

@@ -1,0 +1,324 @@
+"""Multi-head attention (MATH.md, "Multi-head attention")."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attention import ops as attention_ops
+
+SCORINGS = ("scaled_dot", "dot", "additive")
+
+
+def _check_positive_int(name, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive integer; received {name}={value!r}.")
+
+
+def _check_rate(name, value):
+    if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
+        raise ValueError(f"`{name}` must be a float in [0, 1); received {name}={value!r}.")
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention: `W_o [head_1; …; head_N]`, `head_i = f(W_i^q q, W_i^k k, W_i^v v)`.
+
+    A drop-in for `keras.layers.MultiHeadAttention` (same call signature, same
+    weight shapes, so weights copy across) with a choice of the pooling `f`:
+    scaled dot product (the Transformer's), plain dot product, or additive
+    (Bahdanau) scoring per head. For self-attention the query, key and value
+    projections run as one matrix multiplication.
+
+    Args:
+        num_heads: N, the number of heads.
+        key_dim: H, size of each head's query and key (p_q = p_k).
+        value_dim: size of each head's value (p_v); defaults to `key_dim`.
+        output_dim: size of the output (p_o); defaults to the query's feature size.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        scoring: `"scaled_dot"` (`qᵀk/√H`), `"dot"` (`qᵀk`) or `"additive"`
+            (`w_vᵀ tanh(q + k)` on the projected query and key, one `w_v` per head).
+        kernel_initializer, bias_initializer: initializers of the projections.
+        seed: seed of the attention dropout.
+
+    Call arguments:
+        query: `(B, T, Dq)`.
+        value: `(B, S, Dv)`.
+        key: `(B, S, Dk)`; defaults to `value`.
+        query_mask, value_mask, key_mask: padding masks `(B, T)` / `(B, S)`,
+            filled in by Keras from the inputs' masks (e.g. `mask_zero=True`).
+        attention_mask: bool, broadcastable to `(B, T, S)`; True = may attend.
+        return_attention_scores: also return the weights `(B, N, T, S)`.
+        training: whether attention dropout is active.
+        use_causal_mask: query `t` attends only keys `<= t`.
+
+    Returns:
+        `(B, T, output_dim)`, and the attention weights `(B, N, T, S)` when
+        `return_attention_scores=True`. Queries whose keys are all masked get
+        zero weights (their output is the output bias).
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 3.2.2.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        scoring="scaled_dot",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int("num_heads", num_heads)
+        _check_positive_int("key_dim", key_dim)
+        _check_positive_int("value_dim", value_dim, allow_none=True)
+        _check_positive_int("output_dim", output_dim, allow_none=True)
+        _check_rate("dropout", dropout)
+        if scoring not in SCORINGS:
+            raise ValueError(f"`scoring` must be one of {SCORINGS}; received scoring={scoring!r}.")
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim if value_dim is not None else key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.scoring = scoring
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
+        self.supports_masking = True
+        self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+
+    # === Weights ===
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+            if len(shape) != 3:
+                raise ValueError(
+                    f"`{name}` must have rank 3 (batch, length, features); "
+                    f"received {name}.shape={tuple(shape)}."
+                )
+            if shape[-1] is None:
+                raise ValueError(
+                    f"The feature size (last axis) of `{name}` must be known; "
+                    f"received {name}.shape={tuple(shape)}."
+                )
+        if key_shape[1] is not None and value_shape[1] is not None:
+            if key_shape[1] != value_shape[1]:
+                raise ValueError(
+                    "`key` and `value` must have the same length S; received "
+                    f"key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}."
+                )
+        query_dim, key_dim_in, value_dim_in = query_shape[-1], key_shape[-1], value_shape[-1]
+        n, hk, hv = self.num_heads, self.key_dim, self.value_dim
+        out_dim = self.output_dim or query_dim
+
+        def kernel(name, shape):
+            return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
+
+        def bias(name, shape):
+            if not self.use_bias:
+                return None
+            return self.add_weight(name=name, shape=shape, initializer=self.bias_initializer)
+
+        self.query_kernel = kernel("query_kernel", (query_dim, n, hk))
+        self.query_bias = bias("query_bias", (n, hk))
+        self.key_kernel = kernel("key_kernel", (key_dim_in, n, hk))
+        self.key_bias = bias("key_bias", (n, hk))
+        self.value_kernel = kernel("value_kernel", (value_dim_in, n, hv))
+        self.value_bias = bias("value_bias", (n, hv))
+        if self.scoring == "additive":
+            self.score_kernel = kernel("score_kernel", (n, hk))
+        self.output_kernel = kernel("output_kernel", (n, hv, out_dim))
+        self.output_bias = bias("output_bias", (out_dim,))
+        self._feature_sizes = {"query": query_dim, "key": key_dim_in, "value": value_dim_in}
+        self.built = True
+
+    # === Forward pass ===
+
+    def _check_inputs(self, query, value, key):
+        batch_sizes = set()
+        for name, tensor in (("query", query), ("value", value), ("key", key)):
+            if len(tensor.shape) != 3:
+                raise ValueError(
+                    f"`{name}` must have rank 3 (batch, length, features); "
+                    f"received {name}.shape={tuple(tensor.shape)}."
+                )
+            expected = self._feature_sizes[name]
+            if tensor.shape[-1] is not None and tensor.shape[-1] != expected:
+                raise ValueError(
+                    f"`{name}` has {tensor.shape[-1]} features but the layer was built for "
+                    f"{expected}; received {name}.shape={tuple(tensor.shape)}."
+                )
+            if tensor.shape[0] is not None:
+                batch_sizes.add(tensor.shape[0])
+        if len(batch_sizes) > 1:
+            raise ValueError(
+                "`query`, `key` and `value` must have the same batch size; received "
+                f"query.shape={tuple(query.shape)}, key.shape={tuple(key.shape)}, "
+                f"value.shape={tuple(value.shape)}."
+            )
+        if key.shape[1] is not None and value.shape[1] is not None and key.shape[1] != value.shape[1]:
+            raise ValueError(
+                "`key` and `value` must have the same length S; received "
+                f"key.shape={tuple(key.shape)}, value.shape={tuple(value.shape)}."
+            )
+
+    def _project(self, inputs, kernels, biases, key_major=()):
+        """One matmul for several projections of the same input.
+
+        inputs `(B, L, D)`; kernels `[(D, N, H_i)]` -> list of `(B, N, L, H_i)`,
+        or `(B, N, H_i, L)` for the indices in `key_major` (ready for `q @ kᵀ`).
+        """
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        depth = inputs.shape[-1]
+        sizes = [k.shape[1] * k.shape[2] for k in kernels]
+        flat_kernels = [ops.reshape(k, (depth, size)) for k, size in zip(kernels, sizes)]
+        kernel = flat_kernels[0] if len(kernels) == 1 else ops.concatenate(flat_kernels, axis=1)
+        projected = ops.matmul(ops.reshape(inputs, (-1, depth)), kernel)  # (B*L, ΣN·H_i)
+        if self.use_bias:
+            flat_biases = [ops.reshape(b, (size,)) for b, size in zip(biases, sizes)]
+            projected = projected + (
+                flat_biases[0] if len(biases) == 1 else ops.concatenate(flat_biases, axis=0)
+            )
+        if len(kernels) == 1:
+            parts = [projected]
+        else:
+            boundaries = [sum(sizes[: i + 1]) for i in range(len(sizes) - 1)]
+            parts = ops.split(projected, boundaries, axis=-1)
+        outputs = []
+        for i, (part, kern) in enumerate(zip(parts, kernels)):
+            part = ops.reshape(part, (batch, length, kern.shape[1], kern.shape[2]))  # (B, L, N, H)
+            perm = (0, 2, 3, 1) if i in key_major else (0, 2, 1, 3)
+            outputs.append(ops.transpose(part, perm))
+        return outputs
+
+    def _merge_masks(self, query, value, query_mask, value_mask, key_mask, attention_mask,
+                     use_causal_mask):
+        masks = []
+        if query_mask is not None:
+            masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), -1))  # (B, T, 1)
+        if value_mask is not None:
+            masks.append(ops.expand_dims(ops.cast(value_mask, "bool"), -2))  # (B, 1, S)
+        if key_mask is not None:
+            masks.append(ops.expand_dims(ops.cast(key_mask, "bool"), -2))  # (B, 1, S)
+        if attention_mask is not None:
+            rank = len(attention_mask.shape)
+            if rank not in (2, 3):
+                raise ValueError(
+                    "`attention_mask` must have shape (B, T, S) or (T, S); received "
+                    f"attention_mask.shape={tuple(attention_mask.shape)}."
+                )
+            expected = (query.shape[0], query.shape[1], value.shape[1])[-rank:]
+            attention_ops._check_mask_broadcasts(
+                attention_mask, expected, name="attention_mask"
+            )
+            masks.append(attention_mask)
+        if use_causal_mask:
+            masks.append(
+                attention_ops.causal_mask(ops.shape(query)[1], ops.shape(value)[1])
+            )
+        mask = attention_ops.merge_masks(*masks)
+        if mask is None:
+            return None
+        if len(mask.shape) == 3:
+            mask = ops.expand_dims(mask, 1)  # (B, 1, T, S): the same for every head
+        return mask
+
+    def _attend(self, query, key, value, mask, training):
+        """query `(B, N, T, H)`, key `(B, N, H, S)` (or `(B, N, S, H)` for additive),
+        value `(B, N, S, Hv)` -> output `(B, N, T, Hv)`, weights `(B, N, T, S)`."""
+        if self.scoring == "additive":
+            score_kernel = ops.reshape(self.score_kernel, (self.num_heads, 1, 1, self.key_dim))
+            scores = attention_ops.additive_scores(query, key, score_kernel)
+        else:
+            if self.scoring == "scaled_dot":
+                query = ops.multiply(query, ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype))
+            scores = ops.matmul(query, key)  # (B, N, T, S)
+        # The softmax runs in float32 also under mixed precision.
+        weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask)
+        weights = ops.cast(weights, self.compute_dtype)
+        attended = self._dropout_layer(weights, training=training)
+        return ops.matmul(attended, value), weights  # (B, N, T, Hv)
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        self_attention = value is query and (key is None or key is query)
+        if key is None:
+            key = value
+        self._check_inputs(query, value, key)
+        mask = self._merge_masks(
+            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+        )
+        key_major = () if self.scoring == "additive" else (1,)
+        kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
+        biases = (self.query_bias, self.key_bias, self.value_bias)
+        if self_attention:
+            q, k, v = self._project(query, kernels, biases, key_major=key_major)
+        elif key is value:
+            (q,) = self._project(query, kernels[:1], biases[:1])
+            k, v = self._project(value, kernels[1:], biases[1:], key_major=(0,) if key_major else ())
+        else:
+            (q,) = self._project(query, kernels[:1], biases[:1])
+            (k,) = self._project(key, kernels[1:2], biases[1:2], key_major=(0,) if key_major else ())
+            (v,) = self._project(value, kernels[2:], biases[2:])
+        heads, weights = self._attend(q, k, v, mask, training)  # (B, N, T, Hv)
+        batch, length = ops.shape(query)[0], ops.shape(query)[1]
+        heads = ops.reshape(
+            ops.transpose(heads, (0, 2, 1, 3)), (-1, self.num_heads * self.value_dim)
+        )  # (B*T, N*Hv)
+        output_kernel = ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1))
+        output = ops.matmul(heads, output_kernel)
+        if self.use_bias:
+            output = output + self.output_bias
+        output = ops.reshape(output, (batch, length, output_kernel.shape[-1]))  # (B, T, Do)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def compute_mask(self, query, value, key=None, query_mask=None, *args, **kwargs):
+        return query_mask
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        out_dim = self.output_dim or query_shape[-1]
+        return tuple(query_shape[:-1]) + (out_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "scoring": self.scoring,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

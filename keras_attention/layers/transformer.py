@@ -1,0 +1,310 @@
+"""Transformer encoder and decoder blocks (MATH.md, "Transformer")."""
+
+import keras
+
+from keras_attention.layers.feed_forward import PositionwiseFeedForward
+from keras_attention.layers.multi_head import (
+    SCORINGS,
+    MultiHeadAttention,
+    _check_positive_int,
+    _check_rate,
+)
+
+
+def keras_mask(tensor):
+    """The Keras mask attached to `tensor` by a masking layer (e.g. `mask_zero=True`), or None."""
+    return getattr(tensor, "_keras_mask", None)
+
+
+class _TransformerBlockBase(keras.layers.Layer):
+    """Arguments, checks and sub-layer factories shared by the encoder and decoder blocks."""
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        key_dim=None,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-5,
+        scoring="scaled_dot",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int("num_heads", num_heads)
+        _check_positive_int("intermediate_dim", intermediate_dim)
+        _check_positive_int("key_dim", key_dim, allow_none=True)
+        _check_rate("dropout", dropout)
+        _check_rate("attention_dropout", attention_dropout)
+        if scoring not in SCORINGS:
+            raise ValueError(f"`scoring` must be one of {SCORINGS}; received scoring={scoring!r}.")
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.key_dim = key_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = keras.activations.get(activation)
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.scoring = scoring
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _head_size(self, d_model):
+        if d_model is None:
+            raise ValueError("The feature size d_model (last axis) of the inputs must be known.")
+        if self.key_dim is not None:
+            return self.key_dim
+        if d_model % self.num_heads != 0:
+            raise ValueError(
+                "num_heads must divide d_model; received "
+                f"num_heads={self.num_heads}, d_model={d_model}."
+            )
+        return d_model // self.num_heads
+
+    def _attention(self, name, d_model):
+        return MultiHeadAttention(
+            self.num_heads,
+            self._head_size(d_model),
+            dropout=self.attention_dropout,
+            scoring=self.scoring,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _norm(self, name, shape):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+        norm.build(shape)
+        return norm
+
+    def _feed_forward(self, shape):
+        ffn = PositionwiseFeedForward(
+            self.intermediate_dim,
+            activation=self.activation,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        ffn.build(shape)
+        return ffn
+
+    def _sublayer(self, norm, fn, x, training):
+        """`LayerNorm(x + Dropout(fn(x)))` (post-norm) or `x + Dropout(fn(LayerNorm(x)))`."""
+        residual = x
+        if self.norm_first:
+            x = norm(x)
+        outputs = fn(x)
+        extra = ()
+        if isinstance(outputs, tuple):
+            outputs, *extra = outputs
+        x = self._residual_dropout(outputs, training=training) + residual
+        if not self.norm_first:
+            x = norm(x)
+        return (x, *extra)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "scoring": self.scoring,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerEncoderBlock(_TransformerBlockBase):
+    """One encoder layer: self-attention, then the position-wise FFN, each with add & norm.
+
+    Post-norm (the paper): `x = LayerNorm(x + Dropout(Sublayer(x)))`.
+    Pre-norm (`norm_first=True`, ViT): `x = x + Dropout(Sublayer(LayerNorm(x)))`;
+    a stack of pre-norm blocks needs a final LayerNorm.
+
+    Args:
+        num_heads: N.
+        intermediate_dim: d_ff, the FFN's inner size.
+        key_dim: head size H; defaults to `d_model / num_heads` (which must divide).
+        dropout: residual dropout on each sub-layer's output (0.1 in the paper).
+        attention_dropout: dropout on the attention weights.
+        activation: FFN activation (`"relu"`; `"gelu"` for ViT).
+        norm_first: pre-norm instead of post-norm.
+        layer_norm_epsilon: epsilon of the layer norms.
+        scoring: attention pooling of the heads (see `MultiHeadAttention`).
+
+    Call arguments:
+        inputs: `(B, S, D)`.
+        padding_mask: `(B, S)`, True for real tokens; defaults to the inputs' Keras mask.
+        attention_mask: `(B, S, S)`, True = may attend.
+        training: whether dropout is active.
+        return_attention_scores: also return the weights `(B, N, S, S)`.
+
+    Returns:
+        `(B, S, D)` (and the attention weights).
+    """
+
+    def build(self, inputs_shape):
+        d_model = inputs_shape[-1]
+        self.self_attention = self._attention("self_attention", d_model)
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.self_attention_norm = self._norm("self_attention_norm", inputs_shape)
+        self.feed_forward = self._feed_forward(inputs_shape)
+        self.feed_forward_norm = self._norm("feed_forward_norm", inputs_shape)
+        self._residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        if padding_mask is None:
+            padding_mask = keras_mask(inputs)
+
+        def attend(x):
+            return self.self_attention(
+                x,
+                x,
+                query_mask=padding_mask,
+                value_mask=padding_mask,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+
+        x, *weights = self._sublayer(self.self_attention_norm, attend, inputs, training)
+        (x,) = self._sublayer(
+            self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), x, training
+        )
+        if return_attention_scores:
+            return x, weights[0]
+        return x
+
+    def compute_output_shape(self, inputs_shape):
+        return inputs_shape
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerDecoderBlock(_TransformerBlockBase):
+    """One decoder layer: causal self-attention, cross-attention, FFN, each with add & norm.
+
+    Cross (encoder-decoder) attention is built when the block is first called
+    with an `encoder_sequence`; without one the block is a decoder-only layer.
+    Same arguments as `TransformerEncoderBlock`.
+
+    Call arguments:
+        decoder_sequence: `(B, T, D)`.
+        encoder_sequence: `(B, S, De)` or None.
+        decoder_padding_mask: `(B, T)`; defaults to the Keras mask of `decoder_sequence`.
+        encoder_padding_mask: `(B, S)`; defaults to the Keras mask of `encoder_sequence`.
+        decoder_attention_mask: `(B, T, T)`, combined with the causal mask.
+        use_causal_mask: the auto-regressive mask (query `t` sees keys `<= t`).
+        training: whether dropout is active.
+        return_attention_scores: also return self-attention weights `(B, N, T, T)`
+            and cross-attention weights `(B, N, T, S)` (None without an encoder).
+
+    Returns:
+        `(B, T, D)`, or `(outputs, self_weights, cross_weights)`.
+    """
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        d_model = decoder_sequence_shape[-1]
+        self.self_attention = self._attention("self_attention", d_model)
+        self.self_attention.build(decoder_sequence_shape, decoder_sequence_shape)
+        self.self_attention_norm = self._norm("self_attention_norm", decoder_sequence_shape)
+        self.cross_attention = None
+        if encoder_sequence_shape is not None:
+            self.cross_attention = self._attention("cross_attention", d_model)
+            self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
+            self.cross_attention_norm = self._norm("cross_attention_norm", decoder_sequence_shape)
+        self.feed_forward = self._feed_forward(decoder_sequence_shape)
+        self.feed_forward_norm = self._norm("feed_forward_norm", decoder_sequence_shape)
+        self._residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        decoder_attention_mask=None,
+        use_causal_mask=True,
+        training=None,
+        return_attention_scores=False,
+    ):
+        if (encoder_sequence is None) != (self.cross_attention is None):
+            raise ValueError(
+                "TransformerDecoderBlock was built "
+                + ("with" if self.cross_attention is not None else "without")
+                + " cross-attention; call it "
+                + ("with" if self.cross_attention is not None else "without")
+                + " an `encoder_sequence`."
+            )
+        if decoder_padding_mask is None:
+            decoder_padding_mask = keras_mask(decoder_sequence)
+        if encoder_sequence is not None and encoder_padding_mask is None:
+            encoder_padding_mask = keras_mask(encoder_sequence)
+
+        def self_attend(x):
+            return self.self_attention(
+                x,
+                x,
+                query_mask=decoder_padding_mask,
+                value_mask=decoder_padding_mask,
+                attention_mask=decoder_attention_mask,
+                use_causal_mask=use_causal_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+
+        x, *self_weights = self._sublayer(
+            self.self_attention_norm, self_attend, decoder_sequence, training
+        )
+        cross_weights = [None]
+        if self.cross_attention is not None:
+
+            def cross_attend(h):
+                return self.cross_attention(
+                    h,
+                    encoder_sequence,
+                    query_mask=decoder_padding_mask,
+                    value_mask=encoder_padding_mask,
+                    return_attention_scores=return_attention_scores,
+                    training=training,
+                )
+
+            x, *cross_weights = self._sublayer(
+                self.cross_attention_norm, cross_attend, x, training
+            )
+        (x,) = self._sublayer(
+            self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), x, training
+        )
+        if return_attention_scores:
+            return x, self_weights[0], cross_weights[0]
+        return x
+
+    def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        return decoder_sequence_shape

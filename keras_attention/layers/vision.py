@@ -1,0 +1,132 @@
+"""Vision Transformer input layers (MATH.md, "Vision Transformer")."""
+
+import keras
+from keras import ops
+
+from keras_attention.layers.multi_head import _check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class PatchEmbedding(keras.layers.Layer):
+    """Cuts an image into P×P patches and projects each linearly: `z_i = x_i E`.
+
+    Implemented as a convolution with kernel = stride = P, which is exactly the
+    linear map of the flattened `(P·P·C)` patch.
+
+    Args:
+        patch_size: P; the image height and width must be multiples of it.
+        embedding_dim: D.
+
+    Call arguments:
+        inputs: images `(B, H, W, C)`, float.
+
+    Returns:
+        `(B, N, D)` with `N = (H/P)·(W/P)` patches in row-major order.
+    """
+
+    def __init__(
+        self,
+        patch_size,
+        embedding_dim,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int("patch_size", patch_size)
+        _check_positive_int("embedding_dim", embedding_dim)
+        self.patch_size = patch_size
+        self.embedding_dim = embedding_dim
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, input_shape):
+        if len(input_shape) != 4:
+            raise ValueError(
+                f"PatchEmbedding expects images of shape (B, H, W, C); received "
+                f"inputs.shape={tuple(input_shape)}."
+            )
+        height, width = input_shape[1], input_shape[2]
+        for name, size in (("height", height), ("width", width)):
+            if size is not None and size % self.patch_size != 0:
+                raise ValueError(
+                    f"The image {name} must be a multiple of patch_size; received image "
+                    f"{name}={size}, patch_size={self.patch_size}."
+                )
+        self.projection = keras.layers.Conv2D(
+            self.embedding_dim,
+            kernel_size=self.patch_size,
+            strides=self.patch_size,
+            padding="valid",
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name="projection",
+        )
+        self.projection.build(input_shape)
+        self.built = True
+
+    def call(self, inputs):
+        patches = self.projection(inputs)  # (B, H/P, W/P, D)
+        batch = ops.shape(patches)[0]
+        return ops.reshape(patches, (batch, -1, self.embedding_dim))  # (B, N, D)
+
+    def compute_output_shape(self, input_shape):
+        _, height, width, _ = input_shape
+        if height is None or width is None:
+            return (input_shape[0], None, self.embedding_dim)
+        n = (height // self.patch_size) * (width // self.patch_size)
+        return (input_shape[0], n, self.embedding_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "patch_size": self.patch_size,
+                "embedding_dim": self.embedding_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class ClassToken(keras.layers.Layer):
+    """Prepends a learnable class token `z_0` to a sequence of patch embeddings.
+
+    Call arguments:
+        inputs: `(B, N, D)`.
+
+    Returns:
+        `(B, N + 1, D)`, the class token at index 0.
+    """
+
+    def __init__(self, initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.initializer = keras.initializers.get(initializer)
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                "ClassToken expects inputs of shape (B, N, D) with D known; received "
+                f"inputs.shape={tuple(input_shape)}."
+            )
+        self.token = self.add_weight(
+            name="token", shape=(1, 1, input_shape[-1]), initializer=self.initializer
+        )
+        self.built = True
+
+    def call(self, inputs):
+        batch = ops.shape(inputs)[0]
+        token = ops.broadcast_to(ops.cast(self.token, inputs.dtype), (batch, 1, inputs.shape[-1]))
+        return ops.concatenate([token, inputs], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        n = None if input_shape[1] is None else input_shape[1] + 1
+        return (input_shape[0], n, input_shape[2])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"initializer": keras.initializers.serialize(self.initializer)})
+        return config

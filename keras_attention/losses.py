@@ -1,0 +1,101 @@
+"""Losses for sequence outputs with padding (MATH.md, "Transformer", training)."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
+    """Cross-entropy over tokens, ignoring padding, with optional label smoothing.
+
+    Per token with label `y` and predicted log-probabilities `log p`:
+    `-(1 - ε) log p_y - (ε / V) Σ_k log p_k` (the smoothed target puts `1 - ε + ε/V`
+    on the label and `ε/V` on every other class, as `keras.losses.CategoricalCrossentropy`
+    does). The batch loss is the mean over the tokens whose label is not `pad_id`
+    (a token-level mean, not a mean of per-sentence means).
+
+    Args:
+        pad_id: the label id to ignore.
+        label_smoothing: ε in [0, 1) (0.1 in the paper).
+        from_logits: `y_pred` are logits (True) or probabilities.
+        reduction: `"sum_over_batch_size"` (the masked mean), `"sum"` or `None`
+            (per-token losses, zero at padding).
+
+    Inputs:
+        y_true: int labels `(B, T)`.
+        y_pred: `(B, T, V)`.
+    """
+
+    def __init__(
+        self,
+        pad_id=0,
+        label_smoothing=0.0,
+        from_logits=True,
+        reduction="sum_over_batch_size",
+        name="masked_sparse_categorical_crossentropy",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        if not (0.0 <= label_smoothing < 1.0):
+            raise ValueError(
+                f"`label_smoothing` must be in [0, 1); received label_smoothing={label_smoothing!r}."
+            )
+        self.pad_id = pad_id
+        self.label_smoothing = label_smoothing
+        self.from_logits = from_logits
+
+    def call(self, y_true, y_pred):
+        """Per-token losses `(B, T)`, 0 at padding."""
+        y_true = ops.cast(y_true, "int32")
+        y_pred = ops.cast(y_pred, "float32")
+        if len(y_pred.shape) != len(y_true.shape) + 1:
+            raise ValueError(
+                "y_pred must have one more axis (the classes) than y_true; received "
+                f"y_true.shape={tuple(y_true.shape)}, y_pred.shape={tuple(y_pred.shape)}."
+            )
+        if self.from_logits:
+            log_probs = ops.log_softmax(y_pred, axis=-1)
+        else:
+            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
+        nll = -ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1)[..., 0]
+        if self.label_smoothing:
+            smooth = -ops.mean(log_probs, axis=-1)
+            losses = (1.0 - self.label_smoothing) * nll + self.label_smoothing * smooth
+        else:
+            losses = nll
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), losses.dtype)
+        return losses * mask
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        with keras.name_scope(self.name):
+            losses = self.call(y_true, y_pred)  # (B, T)
+            mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), losses.dtype)
+            if sample_weight is not None:
+                weight = ops.cast(sample_weight, losses.dtype)
+                while len(weight.shape) < len(losses.shape):
+                    weight = ops.expand_dims(weight, -1)
+                losses = losses * weight
+                mask = mask * weight
+            if self.reduction in (None, "none"):
+                return losses
+            total = ops.sum(losses)
+            if self.reduction == "sum":
+                return total
+            loss = ops.divide_no_nan(total, ops.sum(mask))
+            # Keras sums gradients over replicas: divide by their number as its losses do.
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            if replicas > 1:
+                loss = loss / replicas
+            return loss
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "pad_id": self.pad_id,
+                "label_smoothing": self.label_smoothing,
+                "from_logits": self.from_logits,
+            }
+        )
+        return config

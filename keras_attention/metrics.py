@@ -1,0 +1,48 @@
+"""Metrics for sequence outputs with padding."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Token accuracy over the positions whose label is not `pad_id`.
+
+    Accumulates correct and counted tokens across batches (and replicas), so the
+    result is the accuracy over all real tokens seen, not a mean of batch means.
+
+    Inputs:
+        y_true: int labels `(B, T)`.
+        y_pred: scores `(B, T, V)` (logits or probabilities).
+    """
+
+    def __init__(self, pad_id=0, name="masked_accuracy", dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.pad_id = pad_id
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        if sample_weight is not None:
+            weight = ops.cast(sample_weight, "float32")
+            while len(weight.shape) < len(mask.shape):
+                weight = ops.expand_dims(weight, -1)
+            mask = mask * weight
+        hits = ops.cast(ops.equal(predicted, y_true), "float32") * mask
+        self.correct.assign_add(ops.sum(hits))
+        self.count.assign_add(ops.sum(mask))
+
+    def result(self):
+        return ops.divide_no_nan(self.correct, self.count)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"pad_id": self.pad_id})
+        return config
