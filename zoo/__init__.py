@@ -1,0 +1,66 @@
+"""The keras-attention model zoo.
+
+    import zoo
+    zoo.list("vit-*")
+    model = zoo.get("transformer-tiny", vocabulary_size=1000)
+    model.fit(dataset)
+    print(zoo.describe("transformer-base"))
+"""
+
+from zoo import registry, seq2seq, transformer, vit
+from zoo.registry import (
+    Description,
+    UnknownModelError,
+    config,
+    describe,
+    entry,
+    get,
+    list,  # noqa: A004 - the zoo's public name
+    register,
+    search_space,
+    unregister,
+)
+
+
+def attention_weights(model, inputs):
+    """Every attention map of a zoo model for one batch, as numpy arrays.
+
+    Works on models from `zoo.get` and on models loaded from `.keras` files.
+
+    Args:
+        model: a Transformer, RNNsearch or ViT model of the zoo.
+        inputs: what the model takes: `{"source", "target"}` id batches, or images.
+
+    Returns:
+        dict from `"<layer>/<kind>"` to weights:
+        Transformer: `encoder_block_{i}/self_attention` `(B, N, S, S)`,
+        `decoder_block_{i}/self_attention` `(B, N, T, T)`,
+        `decoder_block_{i}/cross_attention` `(B, N, T, S)`;
+        RNNsearch: `decoder/alignment` `(B, T, S)`;
+        ViT: `encoder_block_{i}/self_attention` `(B, N, P + 1, P + 1)`.
+    """
+    names = {layer.name for layer in model.layers}
+    if "patch_embedding" in names:
+        return vit.attention_weights(model, inputs)
+    if "decoder" in names and "encoder" in names:
+        return seq2seq.attention_weights(model, inputs)
+    if "encoder_block_0" in names:
+        return transformer.attention_weights(model, inputs)
+    raise ValueError(
+        f"attention_weights: {model.name!r} is not a zoo model (Transformer, RNNsearch or ViT)."
+    )
+
+
+__all__ = [
+    "Description",
+    "UnknownModelError",
+    "attention_weights",
+    "config",
+    "describe",
+    "entry",
+    "get",
+    "list",
+    "register",
+    "search_space",
+    "unregister",
+]

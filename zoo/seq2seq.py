@@ -1,0 +1,328 @@
+"""RNN encoder-decoder with Bahdanau attention (RNNsearch, Bahdanau et al., 2015).
+
+Encoder: a bidirectional RNN, annotations `h_j = [→h_j; ←h_j]`. Decoder state
+`s_0 = tanh(W_s ←h_1)`; at step t the alignment model scores every annotation
+against `s_{t-1}`, the context `c_t = Σ_j α_tj h_j` and the previous word feed
+the recurrent cell, `s_t = RNN([E y_{t-1}; c_t], s_{t-1})`, and the output is
+`softmax(W_o maxout(U_o s_{t-1} + V_o E y_{t-1} + C_o c_t))` (appendix A.2.2).
+
+Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing,
+0 = padding), output logits `(B, T, V)`.
+"""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+import keras_attention as ka
+from zoo import registry
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqConfig:
+    """Sizes and training recipe of an RNN encoder-decoder with additive attention.
+
+    Source and target vocabularies default to `vocabulary_size` each (two
+    embedding matrices: RNNsearch does not share them).
+    """
+
+    vocabulary_size: int = 30000
+    source_vocabulary_size: int | None = None
+    target_vocabulary_size: int | None = None
+    embedding_dim: int = 620
+    encoder_units: int = 1000
+    decoder_units: int = 1000
+    attention_units: int = 1000
+    maxout_units: int = 500
+    cell: str = "gru"
+    dropout: float = 0.0
+    max_length: int = 256
+    # Training recipe.
+    learning_rate: float = 1e-3
+    clipnorm: float = 1.0
+    label_smoothing: float = 0.0
+    jit_compile: bool = False
+
+    def __post_init__(self):
+        registry.check_positive(
+            self, "vocabulary_size", "embedding_dim", "encoder_units", "decoder_units",
+            "attention_units", "maxout_units", "max_length",
+        )
+        for name in ("source_vocabulary_size", "target_vocabulary_size"):
+            if getattr(self, name) is not None:
+                registry.check_positive(self, name)
+        registry.check_rate(self, "dropout", "label_smoothing")
+        registry.check_choice(self, "cell", ("gru", "lstm"))
+        if not self.learning_rate > 0:
+            raise ValueError(f"`learning_rate` must be positive; received {self.learning_rate!r}.")
+        if not self.clipnorm > 0:
+            raise ValueError(f"`clipnorm` must be positive; received {self.clipnorm!r}.")
+
+    @property
+    def source_vocab(self):
+        return self.source_vocabulary_size or self.vocabulary_size
+
+    @property
+    def target_vocab(self):
+        return self.target_vocabulary_size or self.vocabulary_size
+
+    def _cell_params(self, input_dim, units):
+        if self.cell == "gru":  # Keras GRU, reset_after=True: two bias vectors
+            return 3 * units * (input_dim + units + 2)
+        return 4 * units * (input_dim + units + 1)
+
+    def num_params(self):
+        """The parameter count, computed from the sizes (nothing is built)."""
+        e, enc, dec = self.embedding_dim, self.encoder_units, self.decoder_units
+        a, m = self.attention_units, self.maxout_units
+        embeddings = (self.source_vocab + self.target_vocab) * e
+        encoder = 2 * self._cell_params(e, enc)
+        initial_state = enc * dec + dec
+        attention = dec * a + 2 * enc * a + a
+        decoder = self._cell_params(e + 2 * enc, dec)
+        maxout = (dec + e + 2 * enc) * 2 * m + 2 * m
+        output = m * self.target_vocab + self.target_vocab
+        return embeddings + encoder + initial_state + attention + decoder + maxout + output
+
+    def signature(self):
+        return (
+            {"source": "int32 (batch, source_length), 0 = padding",
+             "target": "int32 (batch, target_length), decoder input starting with [START]"},
+            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
+        )
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BahdanauDecoder(keras.layers.Layer):
+    """The RNNsearch decoder recurrence, with the alignment model inside each step.
+
+    Args:
+        units: decoder state size.
+        attention_units: the alignment model's hidden size.
+        cell: `"gru"` or `"lstm"`.
+
+    Call arguments:
+        target_embeddings: `E y_{t-1}` for every step, `(B, T, E)`.
+        annotations: encoder outputs `(B, S, A)`.
+        initial_state: list of the cell's states, each `(B, units)`.
+        annotations_mask: `(B, S)`, True for real source positions.
+        training: whether the cell's dropout is active.
+
+    Returns:
+        `(previous_states, contexts, alignments)`: `s_{t-1}` `(B, T, units)`,
+        `c_t` `(B, T, A)` and `α_t` `(B, T, S)`.
+    """
+
+    def __init__(self, units, attention_units, cell="gru", **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.attention_units = attention_units
+        self.cell_type = cell
+        self.attention = ka.BahdanauAttention(attention_units, dtype=self.dtype_policy, name="attention")
+        cell_class = keras.layers.GRUCell if cell == "gru" else keras.layers.LSTMCell
+        self.cell = cell_class(units, dtype=self.dtype_policy, name=f"{cell}_cell")
+
+    def build(self, target_embeddings_shape, annotations_shape, initial_state_shape=None):
+        self.attention.build((None, self.units), annotations_shape)
+        self.cell.build((None, target_embeddings_shape[-1] + annotations_shape[-1]))
+        self.built = True
+
+    def step(self, embedded, states, annotations, projected_key, annotations_mask, training=None):
+        """One step: `(B, E)`, states `[(B, units)…]` -> new states, `s_{t-1}`, `c_t`, `α_t`."""
+        previous = states[0]
+        context, alignment = self.attention(
+            previous,
+            annotations,
+            value_mask=annotations_mask,
+            projected_key=projected_key,
+            return_attention_scores=True,
+        )
+        _, new_states = self.cell(
+            ops.concatenate([embedded, context], axis=-1), states, training=training
+        )
+        return list(new_states), previous, context, alignment
+
+    def call(
+        self, target_embeddings, annotations, initial_state, annotations_mask=None, training=None
+    ):
+        projected_key = self.attention.project_key(annotations)  # U_a h, once per sequence
+        steps = ops.transpose(target_embeddings, (1, 0, 2))  # (T, B, E)
+        states = list(initial_state)
+        # Keras's scan stacks outputs shaped like the carry, so the carry holds the
+        # cell states followed by this step's s_{t-1}, c_t and α_t.
+        outputs = [
+            ops.zeros_like(states[0]),  # s_{t-1} (B, units)
+            ops.zeros_like(annotations[:, 0, :]),  # c_t (B, A)
+            ops.zeros_like(annotations[:, :, 0]),  # α_t (B, S)
+        ]
+
+        def scan_step(carry, embedded):
+            new_states, previous, context, alignment = self.step(
+                embedded, carry[: len(states)], annotations, projected_key, annotations_mask,
+                training,
+            )
+            carry = new_states + [previous, context, alignment]
+            return carry, carry
+
+        _, stacked = ops.scan(scan_step, states + outputs, steps)
+        previous, contexts, alignments = stacked[len(states):]  # each (T, B, …)
+        return (
+            ops.transpose(previous, (1, 0, 2)),
+            ops.transpose(contexts, (1, 0, 2)),
+            ops.transpose(alignments, (1, 0, 2)),
+        )
+
+    def compute_output_spec(self, target_embeddings, annotations, initial_state, **kwargs):
+        batch, length = target_embeddings.shape[0], target_embeddings.shape[1]
+        return (
+            keras.KerasTensor((batch, length, self.units), dtype=self.compute_dtype),
+            keras.KerasTensor((batch, length, annotations.shape[-1]), dtype=self.compute_dtype),
+            keras.KerasTensor((batch, length, annotations.shape[1]), dtype=self.compute_dtype),
+        )
+
+    def compute_mask(self, *args, **kwargs):
+        return None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"units": self.units, "attention_units": self.attention_units, "cell": self.cell_type}
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class Maxout(keras.layers.Layer):
+    """`t_i = max(t̃_{2i-1}, t̃_{2i})`: halves the last axis by pairwise max (Goodfellow et al.)."""
+
+    def __init__(self, num_units, **kwargs):
+        super().__init__(**kwargs)
+        self.num_units = num_units
+
+    def call(self, inputs):
+        if inputs.shape[-1] != 2 * self.num_units:
+            raise ValueError(
+                f"Maxout expects {2 * self.num_units} features; received {tuple(inputs.shape)}."
+            )
+        shape = ops.shape(inputs)
+        pairs = ops.reshape(inputs, tuple(shape[:-1]) + (self.num_units, 2))
+        return ops.max(pairs, axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.num_units,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_units": self.num_units})
+        return config
+
+
+def encode(layers, source, training=None):
+    """Encoder half, shared by `build`, decoding and attention inspection.
+
+    Returns annotations `(B, S, 2·encoder_units)`, the decoder's initial states
+    and the source mask `(B, S)`.
+    """
+    embedded = layers["source_embedding"](source)
+    embedded = layers["source_dropout"](embedded, training=training)
+    outputs = layers["encoder"](embedded, training=training)
+    annotations, states = outputs[0], outputs[1:]
+    backward_first = states[len(states) // 2]  # ←h_1: the backward RNN's final state
+    initial = layers["initial_state"](backward_first)  # s_0 = tanh(W_s ←h_1)
+    initial_state = [initial] if len(states) == 2 else [initial, ops.zeros_like(initial)]
+    return annotations, initial_state, ops.not_equal(source, 0)
+
+
+def output_logits(layers, previous_states, embedded_targets, contexts, training=None):
+    """`W_o maxout(U_o s_{t-1} + V_o E y_{t-1} + C_o c_t)` -> logits `(B, T, V)`."""
+    features = ops.concatenate([previous_states, embedded_targets, contexts], axis=-1)
+    hidden = layers["maxout"](layers["maxout_projection"](features))
+    hidden = layers["output_dropout"](hidden, training=training)
+    return layers["logits"](layers["output_projection"](hidden))
+
+
+def _make_layers(config):
+    rnn = keras.layers.GRU if config.cell == "gru" else keras.layers.LSTM
+    return {
+        "source_embedding": keras.layers.Embedding(
+            config.source_vocab, config.embedding_dim, mask_zero=True, name="source_embedding"
+        ),
+        "source_dropout": keras.layers.Dropout(config.dropout, name="source_dropout"),
+        "encoder": keras.layers.Bidirectional(
+            rnn(config.encoder_units, return_sequences=True, return_state=True),
+            name="encoder",
+        ),
+        "initial_state": keras.layers.Dense(
+            config.decoder_units, activation="tanh", name="initial_state"
+        ),
+        "target_embedding": keras.layers.Embedding(
+            config.target_vocab, config.embedding_dim, name="target_embedding"
+        ),
+        "target_dropout": keras.layers.Dropout(config.dropout, name="target_dropout"),
+        "decoder": BahdanauDecoder(
+            config.decoder_units, config.attention_units, cell=config.cell, name="decoder"
+        ),
+        "maxout_projection": keras.layers.Dense(2 * config.maxout_units, name="maxout_projection"),
+        "maxout": Maxout(config.maxout_units, name="maxout"),
+        "output_dropout": keras.layers.Dropout(config.dropout, name="output_dropout"),
+        "output_projection": keras.layers.Dense(config.target_vocab, name="output_projection"),
+        "logits": keras.layers.Activation("linear", dtype="float32", name="logits"),
+    }
+
+
+def build(config):
+    """The functional `keras.Model` for a `Seq2SeqConfig` (layer names as in `_make_layers`)."""
+    layers = _make_layers(config)
+    source = keras.Input((None,), dtype="int32", name="source")
+    target = keras.Input((None,), dtype="int32", name="target")
+    annotations, initial_state, source_mask = encode(layers, source)
+    embedded = layers["target_dropout"](layers["target_embedding"](target))
+    previous, contexts, _ = layers["decoder"](
+        embedded, annotations, initial_state, annotations_mask=source_mask
+    )
+    logits = output_logits(layers, previous, embedded, contexts)
+    return keras.Model({"source": source, "target": target}, logits, name="seq2seq_bahdanau")
+
+
+def compile_model(model, config):
+    """Adam with gradient-norm clipping, masked cross-entropy, masked accuracy."""
+    model.compile(
+        optimizer=keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm),
+        loss=ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
+        metrics=[ka.MaskedAccuracy()],
+        jit_compile=config.jit_compile,
+    )
+
+
+def attention_weights(model, inputs):
+    """The alignments `α` of a batch: `{"decoder/alignment": (B, T, S)}` (numpy)."""
+    layers = {layer.name: layer for layer in model.layers}
+    source = ops.convert_to_tensor(inputs["source"], "int32")
+    target = ops.convert_to_tensor(inputs["target"], "int32")
+    annotations, initial_state, source_mask = encode(layers, source)
+    embedded = layers["target_embedding"](target)
+    _, _, alignments = layers["decoder"](
+        embedded, annotations, initial_state, annotations_mask=source_mask
+    )
+    return {"decoder/alignment": ops.convert_to_numpy(alignments)}
+
+
+registry.register_family(Seq2SeqConfig, "seq2seq", compile_fn=compile_model)
+
+registry.register(
+    "seq2seq-bahdanau",
+    build,
+    Seq2SeqConfig(),
+    reference="Bahdanau, Cho, Bengio, Neural Machine Translation by Jointly Learning to Align "
+    "and Translate, ICLR 2015 (RNNsearch: GRU 1000, embeddings 620, maxout 500)",
+)
+registry.register(
+    "seq2seq-bahdanau-small",
+    build,
+    Seq2SeqConfig(
+        vocabulary_size=8000, embedding_dim=64, encoder_units=128, decoder_units=128,
+        attention_units=128, maxout_units=64, max_length=128,
+    ),
+    reference="CPU-sized RNNsearch: GRU 128, embeddings 64, maxout 64",
+)

@@ -1,0 +1,236 @@
+"""The Vision Transformer (Dosovitskiy et al., 2021) in its paper sizes, and CPU-sized ones.
+
+Input images `(B, H, W, C)` with pixel values in [0, 255] (uint8 or float;
+rescaled inside the model), output logits `(B, num_classes)`.
+"""
+
+import dataclasses
+
+import keras
+
+import keras_attention as ka
+from zoo import registry
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """Sizes and training recipe of a ViT classifier.
+
+    Recipe: AdamW with linear warm-up then cosine decay over `decay_steps`
+    (set it to epochs × steps per epoch; `zoo train` does), weight decay on the
+    kernels only, cross-entropy with optional label smoothing. Augmentation
+    layers (active only in training) are part of the model.
+    """
+
+    image_size: int = 224
+    channels: int = 3
+    num_classes: int = 1000
+    patch_size: int = 16
+    num_layers: int = 12
+    hidden_dim: int = 768
+    num_heads: int = 12
+    mlp_dim: int = 3072
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    layer_norm_epsilon: float = 1e-6
+    # Augmentation (training only).
+    random_flip: bool = False
+    random_translation: float = 0.0
+    random_zoom: float = 0.0
+    # Training recipe.
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_steps: int = 500
+    decay_steps: int = 10000
+    label_smoothing: float = 0.0
+    jit_compile: bool = False
+
+    def __post_init__(self):
+        registry.check_positive(
+            self, "image_size", "channels", "num_classes", "patch_size", "num_layers",
+            "hidden_dim", "num_heads", "mlp_dim", "decay_steps",
+        )
+        registry.check_rate(
+            self, "dropout", "attention_dropout", "label_smoothing", "random_translation",
+            "random_zoom",
+        )
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                "patch_size must divide image_size; received "
+                f"image_size={self.image_size}, patch_size={self.patch_size}."
+            )
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(
+                "num_heads must divide hidden_dim; received "
+                f"num_heads={self.num_heads}, hidden_dim={self.hidden_dim}."
+            )
+        if not self.learning_rate > 0:
+            raise ValueError(f"`learning_rate` must be positive; received {self.learning_rate!r}.")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"`weight_decay` must be >= 0; received {self.weight_decay!r}.")
+        if not (isinstance(self.warmup_steps, int) and 0 <= self.warmup_steps):
+            raise ValueError(f"`warmup_steps` must be an integer >= 0; received {self.warmup_steps!r}.")
+
+    @property
+    def num_patches(self):
+        return (self.image_size // self.patch_size) ** 2
+
+    def num_params(self):
+        """The parameter count, computed from the sizes (nothing is built)."""
+        d, m = self.hidden_dim, self.mlp_dim
+        patch = self.patch_size**2 * self.channels * d + d
+        tokens = d + (self.num_patches + 1) * d  # class token + position embeddings
+        layer = 4 * (d * d + d) + (2 * d * m + m + d) + 2 * (2 * d)
+        head = 2 * d + d * self.num_classes + self.num_classes
+        return patch + tokens + self.num_layers * layer + head
+
+    def signature(self):
+        shape = f"({self.image_size}, {self.image_size}, {self.channels})"
+        return (
+            {"images": f"uint8 or float32 (batch, {shape[1:-1]}), pixel values in [0, 255]"},
+            {"logits": f"float32 (batch, {self.num_classes})"},
+        )
+
+
+def build(config):
+    """The functional `keras.Model` for a `ViTConfig`.
+
+    Layer names: `patch_embedding`, `class_token`, `position_embedding`,
+    `encoder_block_{i}`, `encoder_norm`, `head`.
+    """
+    size, channels = config.image_size, config.channels
+    images = keras.Input((size, size, channels), name="images")
+    x = keras.layers.Rescaling(1.0 / 255.0, name="rescaling")(images)
+    if config.random_flip:
+        x = keras.layers.RandomFlip("horizontal", name="random_flip")(x)
+    if config.random_translation:
+        t = config.random_translation
+        x = keras.layers.RandomTranslation(t, t, fill_mode="constant", name="random_translation")(x)
+    if config.random_zoom:
+        x = keras.layers.RandomZoom(config.random_zoom, fill_mode="constant", name="random_zoom")(x)
+    x = ka.PatchEmbedding(config.patch_size, config.hidden_dim, name="patch_embedding")(x)
+    x = ka.ClassToken(name="class_token")(x)  # (B, N + 1, D)
+    x = ka.PositionEmbedding(
+        config.num_patches + 1,
+        initializer=keras.initializers.RandomNormal(stddev=0.02),
+        name="position_embedding",
+    )(x)
+    x = keras.layers.Dropout(config.dropout, name="embedding_dropout")(x)
+    for i in range(config.num_layers):
+        x = ka.TransformerEncoderBlock(
+            config.num_heads,
+            config.mlp_dim,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            activation="gelu",
+            norm_first=True,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            name=f"encoder_block_{i}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(x)
+    representation = x[:, 0]  # the class token's output, (B, D)
+    logits = keras.layers.Dense(config.num_classes, name="head")(representation)
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
+    return keras.Model(images, logits, name="vit")
+
+
+def compile_model(model, config):
+    """AdamW, linear warm-up to `learning_rate` then cosine decay; cross-entropy; accuracy."""
+    schedule = keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0 if config.warmup_steps else config.learning_rate,
+        decay_steps=config.decay_steps,
+        warmup_target=config.learning_rate if config.warmup_steps else None,
+        warmup_steps=config.warmup_steps,
+    )
+    optimizer = keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, clipnorm=1.0)
+    optimizer.exclude_from_weight_decay(
+        var_names=["bias", "gamma", "beta", "position_embeddings", "token"]
+    )
+    if config.label_smoothing:
+        loss = SmoothedSparseCrossentropy(config.label_smoothing)
+    else:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(
+        optimizer=optimizer,
+        loss=loss,
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=config.jit_compile,
+    )
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class SmoothedSparseCrossentropy(keras.losses.Loss):
+    """Sparse labels with label smoothing (Keras's sparse loss has no smoothing)."""
+
+    def __init__(self, label_smoothing=0.1, name="smoothed_sparse_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.label_smoothing = label_smoothing
+
+    def call(self, y_true, y_pred):
+        num_classes = y_pred.shape[-1]
+        y_true = keras.ops.one_hot(keras.ops.cast(keras.ops.reshape(y_true, (-1,)), "int32"),
+                                   num_classes)
+        return keras.losses.categorical_crossentropy(
+            y_true, y_pred, from_logits=True, label_smoothing=self.label_smoothing
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"label_smoothing": self.label_smoothing})
+        return config
+
+
+def attention_weights(model, images):
+    """Every self-attention map of a ViT for a batch, computed eagerly.
+
+    Returns:
+        dict `encoder_block_{i}/self_attention` -> numpy `(B, N, P + 1, P + 1)`
+        (P patches; index 0 is the class token).
+    """
+    layers = {layer.name: layer for layer in model.layers}
+    x = keras.ops.cast(keras.ops.convert_to_tensor(images), "float32")
+    x = layers["rescaling"](x)
+    x = layers["patch_embedding"](x)
+    x = layers["class_token"](x)
+    x = layers["position_embedding"](x)
+    weights = {}
+    i = 0
+    while f"encoder_block_{i}" in layers:
+        x, w = layers[f"encoder_block_{i}"](x, return_attention_scores=True)
+        weights[f"encoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(w)
+        i += 1
+    return weights
+
+
+registry.register_family(ViTConfig, "vit", compile_fn=compile_model)
+
+_PAPER = "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021, Table 1"
+_SIZES = {
+    "vit-ti16": (dict(num_layers=12, hidden_dim=192, num_heads=3, mlp_dim=768), "Ti/16 (5.7M)"),
+    "vit-s16": (dict(num_layers=12, hidden_dim=384, num_heads=6, mlp_dim=1536), "S/16 (22M)"),
+    "vit-b16": (dict(num_layers=12, hidden_dim=768, num_heads=12, mlp_dim=3072), "B/16 (86M)"),
+    "vit-l16": (dict(num_layers=24, hidden_dim=1024, num_heads=16, mlp_dim=4096), "L/16 (307M)"),
+    "vit-h14": (
+        dict(num_layers=32, hidden_dim=1280, num_heads=16, mlp_dim=5120, patch_size=14),
+        "H/14 (632M)",
+    ),
+}
+for _name, (_sizes, _label) in _SIZES.items():
+    registry.register(_name, build, ViTConfig(**_sizes), reference=f"{_PAPER}, ViT-{_label}")
+
+_CPU = dict(
+    patch_size=4, num_layers=4, hidden_dim=64, num_heads=4, mlp_dim=128, num_classes=10,
+    learning_rate=1e-3, weight_decay=0.05, warmup_steps=200, decay_steps=5000,
+)
+registry.register(
+    "vit-tiny",
+    build,
+    ViTConfig(image_size=28, channels=1, **_CPU),
+    reference="CPU-sized ViT for 28x28x1 images (MNIST, Fashion-MNIST): patch 4, 4 layers, D 64",
+)
+registry.register(
+    "vit-tiny-32",
+    build,
+    ViTConfig(image_size=32, channels=3, random_flip=True, **_CPU),
+    reference="CPU-sized ViT for 32x32x3 images (CIFAR-10 sized): patch 4, 4 layers, D 64",
+)
