@@ -305,6 +305,16 @@ class MultiHeadAttention(keras.layers.Layer):
         out_dim = self.output_dim or query_shape[-1]
         return tuple(query_shape[:-1]) + (out_dim,)
 
+    def compute_output_spec(self, query, value, key=None, *args, return_attention_scores=False,
+                            **kwargs):
+        output = keras.KerasTensor(
+            self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype
+        )
+        if not return_attention_scores:
+            return output
+        weights_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
+        return output, keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
+
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -205,6 +205,14 @@ class TransformerEncoderBlock(_TransformerBlockBase):
     def compute_output_shape(self, inputs_shape):
         return inputs_shape
 
+    def compute_output_spec(self, inputs, *args, return_attention_scores=False, **kwargs):
+        output = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        batch, length = inputs.shape[0], inputs.shape[1]
+        weights = keras.KerasTensor((batch, self.num_heads, length, length), self.compute_dtype)
+        return output, weights
+
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class TransformerDecoderBlock(_TransformerBlockBase):
@@ -308,3 +316,20 @@ class TransformerDecoderBlock(_TransformerBlockBase):
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape
+
+    def compute_output_spec(self, decoder_sequence, encoder_sequence=None, *args,
+                            return_attention_scores=False, **kwargs):
+        output = keras.KerasTensor(decoder_sequence.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        batch, length = decoder_sequence.shape[0], decoder_sequence.shape[1]
+        self_weights = keras.KerasTensor(
+            (batch, self.num_heads, length, length), dtype=self.compute_dtype
+        )
+        cross_weights = None
+        if encoder_sequence is not None:
+            cross_weights = keras.KerasTensor(
+                (batch, self.num_heads, length, encoder_sequence.shape[1]),
+                dtype=self.compute_dtype,
+            )
+        return output, self_weights, cross_weights
