@@ -61,6 +61,10 @@ __all__ = [
     "get",
     "list",
     "register",
+    "registry",
     "search_space",
+    "seq2seq",
+    "transformer",
     "unregister",
+    "vit",
 ]

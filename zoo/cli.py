@@ -64,7 +64,9 @@ def _cmd_describe(args):
 def _cmd_demo(args):
     from zoo import demo
 
-    demo.run(minutes=args.minutes, train_size=args.train_size, seed=args.seed)
+    demo.run(
+        minutes=args.minutes, train_size=args.train_size, test_size=args.test_size, seed=args.seed
+    )
 
 
 def build_parser():
@@ -104,6 +106,7 @@ def build_parser():
     )
     p.add_argument("--minutes", type=float, default=4.0, help="training time budget (default 4)")
     p.add_argument("--train-size", type=int, default=20000, help="training pairs (default 20000)")
+    p.add_argument("--test-size", type=int, default=1000, help="held-out pairs (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_demo)
     return parser

@@ -65,11 +65,16 @@ def evaluate(model, tokenizer, pairs):
     return exact, bleu, hypotheses, references
 
 
-def run(minutes=4.0, train_size=20000, seed=0, vocab_size=1000, batch_size=64):
+def run(
+    minutes=4.0, train_size=20000, test_size=1000, seed=0, vocab_size=1000, batch_size=64
+):
     keras.utils.set_random_seed(seed)
     started = time.monotonic()
-    print(f"[1/4] Generating the numbers task ({train_size} training pairs, 1000 held out)...")
-    data = datasets.numbers(num_train=train_size, num_test=1000, seed=seed)
+    print(
+        f"[1/4] Generating the numbers task ({train_size} training pairs, "
+        f"{test_size} held out)..."
+    )
+    data = datasets.numbers(num_train=train_size, num_test=test_size, seed=seed)
     print(f"      e.g. {data.train_pairs[0][0]!r} -> {data.train_pairs[0][1]!r}")
 
     print(f"[2/4] Learning a shared WordPiece vocabulary of at most {vocab_size} tokens...")
@@ -92,7 +97,7 @@ def run(minutes=4.0, train_size=20000, seed=0, vocab_size=1000, batch_size=64):
     history = model.fit(train, epochs=1000, callbacks=[budget], verbose=2)
     train_seconds = time.monotonic() - train_started
 
-    print("[4/4] Greedy decoding of the 1000 held-out numbers...")
+    print(f"[4/4] Greedy decoding of the {test_size} held-out numbers...")
     exact, bleu, hypotheses, references = evaluate(model, tokenizer, data.test_pairs)
     for (source, _), hypothesis, reference in list(zip(data.test_pairs, hypotheses, references))[:5]:
         mark = "ok " if hypothesis == reference else "ERR"
@@ -104,7 +109,7 @@ def run(minutes=4.0, train_size=20000, seed=0, vocab_size=1000, batch_size=64):
     print(f"  training:    {epochs} epochs in {train_seconds / 60:.1f} min, "
           f"final loss {history.history['loss'][-1]:.3f}, "
           f"token accuracy {100 * history.history['masked_accuracy'][-1]:.1f}%")
-    print(f"  held-out:    exact match {exact:.1f}%, BLEU {bleu:.1f} (greedy, 1000 numbers "
-          "never seen in training)")
+    print(f"  held-out:    exact match {exact:.1f}%, BLEU {bleu:.1f} "
+          f"(greedy, {test_size} numbers never seen in training)")
     print(f"  total time:  {(time.monotonic() - started) / 60:.1f} min")
     return {"exact_match": exact, "bleu": bleu, "epochs": epochs}

@@ -9,11 +9,15 @@ from keras import ops
 from keras_attention.layers.multi_head import _check_positive_int, _check_rate
 
 
-def _check_length(layer_name, length, sequence_length):
-    if isinstance(length, int) and sequence_length is not None and length > sequence_length:
+def _check_length(layer_name, length, sequence_length, start_index=0):
+    """Positions `start_index .. start_index + length - 1` must be below `sequence_length`
+    (checked when both are Python ints; in a graph loop the caller keeps the bound)."""
+    if not (isinstance(length, int) and isinstance(start_index, int)):
+        return
+    if start_index < 0 or start_index + length > sequence_length:
         raise ValueError(
-            f"{layer_name} was built for sequences of at most sequence_length="
-            f"{sequence_length} positions; received a sequence of length {length}."
+            f"{layer_name} has sequence_length={sequence_length} positions; received a "
+            f"sequence of length {length} starting at start_index={start_index}."
         )
 
 
@@ -111,7 +115,7 @@ class PositionEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
-        _check_length("PositionEmbedding", inputs.shape[1], self.sequence_length)
+        _check_length("PositionEmbedding", inputs.shape[1], self.sequence_length, start_index)
         length = ops.shape(inputs)[1]
         table = ops.slice(
             self.position_embeddings, (start_index, 0), (length, self.position_embeddings.shape[-1])
@@ -238,7 +242,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 f"TokenAndPositionEmbedding expects ids of shape (B, L); received "
                 f"inputs.shape={tuple(inputs.shape)}."
             )
-        _check_length("TokenAndPositionEmbedding", inputs.shape[1], self.sequence_length)
+        _check_length(
+            "TokenAndPositionEmbedding", inputs.shape[1], self.sequence_length, start_index
+        )
         x = self.token_embedding(inputs)  # (B, L, D)
         if self.scale_embeddings:
             x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
