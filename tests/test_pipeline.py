@@ -1,0 +1,193 @@
+"""Tests for zoo/pipeline.py: teacher-forcing batches from string pairs."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from zoo import datasets, pipeline, text
+from zoo.text import END_ID, PAD_ID, START_ID
+
+
+@pytest.fixture(scope="module")
+def data():
+    return datasets.numbers(num_train=400, num_test=20, seed=7)
+
+
+@pytest.fixture(scope="module")
+def tokenizers(data):
+    source = text.WordPieceTokenizer.from_corpus(data.train_sources, 120)
+    target = text.WordPieceTokenizer.from_corpus(data.train_targets, 120)
+    return source, target
+
+
+def batches(dataset):
+    return [(x["source"].numpy(), x["target"].numpy(), labels.numpy()) for x, labels in dataset]
+
+
+def rows(dataset):
+    """Every example, padding removed: (source, target, labels) tuples of ints."""
+    examples = []
+    for source, target, labels in batches(dataset):
+        for s, t, y in zip(source, target, labels):
+            examples.append((tuple(s[s != PAD_ID]), tuple(t[t != PAD_ID]), tuple(y[y != PAD_ID])))
+    return examples
+
+
+def test_element_spec_shapes_and_dtypes(data, tokenizers):
+    dataset = pipeline.make_translation_dataset(data.train_pairs, *tokenizers, batch_size=32)
+    spec_x, spec_y = dataset.element_spec
+    assert set(spec_x) == {"source", "target"}
+    for spec in (spec_x["source"], spec_x["target"], spec_y):
+        assert spec.dtype == tf.int32 and spec.shape.as_list() == [None, None]
+    for source, target, labels in batches(dataset):
+        assert source.shape[0] == target.shape[0] == labels.shape[0] <= 32
+        assert target.shape == labels.shape
+
+
+def test_convention_source_end_target_start_labels_shifted(data, tokenizers):
+    source_tokenizer, target_tokenizer = tokenizers
+    dataset = pipeline.make_translation_dataset(
+        data.train_pairs, source_tokenizer, target_tokenizer, batch_size=50, shuffle=False
+    )
+    examples = rows(dataset)
+    assert len(examples) == len(data.train_pairs)
+    source_ids = source_tokenizer.tokenize(data.train_sources).to_list()
+    target_ids = target_tokenizer.tokenize(data.train_targets).to_list()
+    for (source, target, labels), x, y in zip(examples, source_ids, target_ids):
+        assert source == tuple(x) + (END_ID,)
+        assert target == (START_ID,) + tuple(y)
+        assert labels == tuple(y) + (END_ID,)
+        assert labels[:-1] == target[1:]
+
+
+def test_padding_is_zero_and_only_at_the_end(data, tokenizers):
+    dataset = pipeline.make_translation_dataset(data.train_pairs, *tokenizers, batch_size=64)
+    saw_padding = False
+    for source, target, labels in batches(dataset):
+        for array in (source, target, labels):
+            is_pad = array == PAD_ID
+            saw_padding |= bool(is_pad.any())
+            # once padding starts in a row, it continues to the end
+            assert np.all(np.cumsum(~is_pad[:, ::-1], axis=1)[:, ::-1][is_pad] == 0)
+        assert np.all((target == PAD_ID) == (labels == PAD_ID))
+        lengths = (source != PAD_ID).sum(axis=1)
+        assert np.all(source[np.arange(len(source)), lengths - 1] == END_ID)
+        assert lengths.max() == source.shape[1]  # padded to the longest in the batch
+    assert saw_padding
+
+
+def test_truncation_keeps_end_token(data, tokenizers):
+    dataset = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=64, max_length=5, shuffle=False
+    )
+    _, target_tokenizer = tokenizers
+    full = target_tokenizer.tokenize(data.train_targets).to_list()
+    examples = rows(dataset)
+    for (source, target, labels), y in zip(examples, full):
+        assert len(source) <= 5 and len(target) <= 5 and len(labels) <= 5
+        assert source[-1] == END_ID and labels[-1] == END_ID and target[0] == START_ID
+        assert labels[:-1] == tuple(y[:4])
+    assert max(len(y) for y in full) > 4  # truncation happened
+
+
+def test_bucketing_keeps_every_example_once(data, tokenizers):
+    plain = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=16, shuffle=False
+    )
+    bucketed = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=16, bucket_boundaries=[8, 12], seed=3
+    )
+    assert collections.Counter(rows(bucketed)) == collections.Counter(rows(plain))
+    for source, target, _ in batches(bucketed):
+        assert len(source) <= 16
+        longest = np.maximum((source != 0).sum(1), (target != 0).sum(1))
+        # a batch holds one bucket: lengths [1, 8), [8, 12) or [12, inf)
+        assert len({int(np.searchsorted([8, 12], n, side="right")) for n in longest}) == 1
+
+
+def test_drop_remainder(data, tokenizers):
+    dataset = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=64, drop_remainder=True
+    )
+    sizes = [len(source) for source, _, _ in batches(dataset)]
+    assert sizes == [64] * (len(data.train_pairs) // 64)
+    assert int(dataset.cardinality()) == len(sizes)
+    dataset = pipeline.make_translation_dataset(data.train_pairs, *tokenizers, batch_size=64)
+    assert int(dataset.cardinality()) == -(-len(data.train_pairs) // 64)
+
+
+def test_deterministic_with_a_seed(data, tokenizers):
+    def epochs(seed, count=1, bucket_boundaries=None):
+        tf.random.set_seed(1)
+        dataset = pipeline.make_translation_dataset(
+            data.train_pairs[:200],
+            *tokenizers,
+            batch_size=40,
+            seed=seed,
+            bucket_boundaries=bucket_boundaries,
+        )
+        return [batches(dataset) for _ in range(count)]
+
+    def same(a, b):
+        return len(a) == len(b) and all(
+            all(np.array_equal(u, v) for u, v in zip(x, y)) for x, y in zip(a, b)
+        )
+
+    first, second = epochs(0, count=2)
+    (again,), (other,) = epochs(0), epochs(1)
+    assert same(first, again)
+    assert not same(first, second)  # reshuffled every epoch
+    assert not same(first, other)
+    (bucketed,), (bucketed_again,) = (
+        epochs(0, bucket_boundaries=[8, 12]),
+        epochs(0, bucket_boundaries=[8, 12]),
+    )
+    assert same(bucketed, bucketed_again)
+
+
+def test_rejects_bad_arguments(data, tokenizers):
+    pairs = data.train_pairs
+    cases = [
+        (dict(pairs=[]), "empty"),
+        (dict(pairs=[("a", "b", "c")]), "index 0"),
+        (dict(pairs=[("a", 3)]), "index 0"),
+        (dict(pairs="a\tb"), "list"),
+        (dict(pairs=pairs, batch_size=0), "batch_size"),
+        (dict(pairs=pairs, max_length=1), "max_length"),
+        (dict(pairs=pairs, bucket_boundaries=[8, 8]), "strictly increasing"),
+        (dict(pairs=pairs, bucket_boundaries=[200], max_length=50), "max_length"),
+        (dict(pairs=pairs, shuffle_buffer_size=0), "shuffle_buffer_size"),
+    ]
+    for kwargs, message in cases:
+        kwargs = {
+            "source_tokenizer": tokenizers[0],
+            "target_tokenizer": tokenizers[1],
+            "batch_size": 8,
+            **kwargs,
+        }
+        with pytest.raises(ValueError, match=message):
+            pipeline.make_translation_dataset(**kwargs)
+    with pytest.raises(ValueError, match="tokenize"):
+        pipeline.make_translation_dataset(pairs, object(), tokenizers[1], batch_size=8)
+
+
+def test_feeds_a_keras_model(data, tokenizers):
+    import keras
+
+    source_tokenizer, target_tokenizer = tokenizers
+    source = keras.Input((None,), dtype="int32", name="source")
+    target = keras.Input((None,), dtype="int32", name="target")
+    embedded = keras.layers.Embedding(target_tokenizer.vocab_size, 8)(target)
+    context = keras.ops.mean(keras.layers.Embedding(source_tokenizer.vocab_size, 8)(source), 1)
+    logits = keras.layers.Dense(target_tokenizer.vocab_size)(
+        embedded + keras.ops.expand_dims(context, 1)
+    )  # (B, T, V)
+    model = keras.Model({"source": source, "target": target}, logits)
+    model.compile(
+        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    )
+    dataset = pipeline.make_translation_dataset(data.train_pairs, *tokenizers, batch_size=64)
+    history = model.fit(dataset, epochs=1, verbose=0, shuffle=False)
+    assert np.isfinite(history.history["loss"][0])

@@ -1,0 +1,196 @@
+"""tf.data pipelines that feed the seq2seq models with teacher forcing.
+
+Convention (the decoding code relies on it). For a pair whose source text
+tokenizes to `x` and target text to `y` (`WordPieceTokenizer.tokenize`, no
+reserved tokens), one example is:
+
+    source = x[:max_length - 1] + [END]       # encoder input, S <= max_length
+    target = [START] + y[:max_length - 1]     # decoder input, T <= max_length
+    labels = y[:max_length - 1] + [END]       # what the decoder must predict
+
+so `target` and `labels` have the same length and `labels[t] ==
+target[t + 1]`: at step t the decoder has seen `[START], y_0 .. y_{t-1}` and
+predicts `y_t`, and after the last target token it predicts `[END]`.
+Greedy or beam decoding therefore starts from `[START]` alone and stops at
+`[END]`. The source also ends with `[END]` and never has `[START]`.
+Over-long texts are truncated (the `[END]` is kept), not dropped.
+
+Batches are padded with `PAD_ID` = 0 (in `source`, `target` and `labels`
+alike), so `source != 0` is the encoder's padding mask, and padded label
+positions must be masked out of the loss (e.g.
+`keras.losses.SparseCategoricalCrossentropy(ignore_class=0)`).
+
+Elements: `({"source": int32 (B, S), "target": int32 (B, T)}, labels int32
+(B, T))`, with S and T the longest in the batch (or bucket).
+"""
+
+import tensorflow as tf
+
+from zoo.text import END_ID, PAD_ID, START_ID
+
+
+def _check_pairs(pairs):
+    if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__len__"):
+        raise ValueError(
+            f"pairs must be a list of (source, target) strings; received {type(pairs).__name__}"
+        )
+    if len(pairs) == 0:
+        raise ValueError("pairs is empty; need at least one (source, target) pair")
+    sources, targets = [], []
+    for index, pair in enumerate(pairs):
+        if (
+            not isinstance(pair, (tuple, list))
+            or len(pair) != 2
+            or not all(isinstance(text, (str, bytes)) for text in pair)
+        ):
+            raise ValueError(
+                f"pairs must hold (source, target) str tuples; received {pair!r} at index {index}"
+            )
+        sources.append(pair[0])
+        targets.append(pair[1])
+    return sources, targets
+
+
+def _check_bucket_boundaries(bucket_boundaries, max_length):
+    boundaries = list(bucket_boundaries)
+    if (
+        not boundaries
+        or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in boundaries)
+        or any(a >= b for a, b in zip(boundaries, boundaries[1:]))
+    ):
+        raise ValueError(
+            "bucket_boundaries must be a non-empty, strictly increasing list of positive "
+            f"ints; received {bucket_boundaries!r}"
+        )
+    if boundaries[0] > max_length:
+        raise ValueError(
+            f"bucket_boundaries start above max_length={max_length}; every example would fall "
+            f"in the last bucket; received {boundaries}"
+        )
+    return boundaries
+
+
+def make_translation_dataset(
+    pairs,
+    source_tokenizer,
+    target_tokenizer,
+    batch_size,
+    max_length=128,
+    shuffle=True,
+    seed=0,
+    bucket_boundaries=None,
+    drop_remainder=False,
+    shuffle_buffer_size=None,
+    tokenize_batch_size=1024,
+):
+    """Pairs of strings -> padded teacher-forcing batches (see the module docstring).
+
+    Tokenization runs inside the tf.data graph. Steps: shuffle the pairs
+    (each epoch anew), tokenize, add `[START]`/`[END]` and truncate, bucket
+    by length (optional), pad with 0, batch, prefetch.
+
+    Args:
+        pairs: list of `(source, target)` str tuples (e.g.
+            `TranslationData.train_pairs`).
+        source_tokenizer, target_tokenizer: `zoo.text.WordPieceTokenizer`s
+            (or anything with a `tokenize` taking `tf.string` (B,) and
+            returning ragged ids (B, (T))); may be the same object.
+        batch_size: examples per batch.
+        max_length: longest `source`, `target` and `labels` (>= 2).
+        shuffle: shuffle the pairs every epoch. Order is deterministic given
+            `seed` (and TensorFlow's global seed, which tf.data combines
+            with it: `keras.utils.set_random_seed` fixes both).
+        seed: shuffle seed.
+        bucket_boundaries: e.g. `[8, 16, 32]`: batch examples of similar
+            length together (`tf.data.Dataset.bucket_by_sequence_length` on
+            `max(len(source), len(target))`), so less padding. Each bucket
+            yields batches of `batch_size`. None: plain padded batches.
+        drop_remainder: drop the last, smaller batch (of each bucket).
+        shuffle_buffer_size: default: all pairs (a full shuffle).
+        tokenize_batch_size: strings tokenized per call (speed only).
+
+    Returns:
+        `tf.data.Dataset` of `({"source": int32 (B, S), "target": int32
+        (B, T)}, labels int32 (B, T))`.
+    """
+    sources, targets = _check_pairs(pairs)
+    for name, value, minimum in (
+        ("batch_size", batch_size, 1),
+        ("max_length", max_length, 2),
+        ("tokenize_batch_size", tokenize_batch_size, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name} must be an int >= {minimum}; received {name}={value!r}")
+    if shuffle_buffer_size is not None and (
+        not isinstance(shuffle_buffer_size, int) or shuffle_buffer_size < 1
+    ):
+        raise ValueError(
+            f"shuffle_buffer_size must be a positive int or None; received {shuffle_buffer_size!r}"
+        )
+    for name, tokenizer in (
+        ("source_tokenizer", source_tokenizer),
+        ("target_tokenizer", target_tokenizer),
+    ):
+        if not callable(getattr(tokenizer, "tokenize", None)):
+            raise ValueError(f"{name} must have a tokenize method; received {tokenizer!r}")
+    if bucket_boundaries is not None:
+        bucket_boundaries = _check_bucket_boundaries(bucket_boundaries, max_length)
+
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
+    )
+    if shuffle:
+        dataset = dataset.shuffle(
+            shuffle_buffer_size or len(sources), seed=seed, reshuffle_each_iteration=True
+        )
+
+    def encode(source_text, target_text):  # (b,) strings each
+        source = source_tokenizer.tokenize(source_text)[:, : max_length - 1]  # (b, (S-1))
+        words = target_tokenizer.tokenize(target_text)[:, : max_length - 1]  # (b, (T-1))
+        source = tf.cast(source, tf.int32)
+        words = tf.cast(words, tf.int32)
+        rows = tf.shape(source_text)[0]
+        start = tf.fill([rows, 1], tf.constant(START_ID, tf.int32))
+        end = tf.fill([rows, 1], tf.constant(END_ID, tf.int32))
+        return (
+            tf.concat([source, end], axis=1),  # (b, (S))
+            tf.concat([start, words], axis=1),  # (b, (T))
+            tf.concat([words, end], axis=1),  # (b, (T))
+        )
+
+    dataset = dataset.batch(tokenize_batch_size).map(encode, num_parallel_calls=tf.data.AUTOTUNE)
+    # Unbatched rows are rank-0 RaggedTensorSpecs; an identity map makes them
+    # plain tensors, which padded_batch requires.
+    dataset = dataset.unbatch().map(lambda source, target, labels: (source, target, labels))
+    # unbatch hides the size; restore it so padded batches have a known count.
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(sources)))
+    # (S,), (T,), (T,) per example
+
+    padded_shapes = ([None], [None], [None])
+    padding_values = (
+        tf.constant(PAD_ID, tf.int32),
+        tf.constant(PAD_ID, tf.int32),
+        tf.constant(PAD_ID, tf.int32),
+    )
+    if bucket_boundaries is None:
+        dataset = dataset.padded_batch(
+            batch_size, padded_shapes, padding_values, drop_remainder=drop_remainder
+        )
+    else:
+        dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda source, target, labels: tf.maximum(
+                tf.shape(source)[0], tf.shape(target)[0]
+            ),
+            bucket_boundaries=bucket_boundaries,
+            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+            padded_shapes=padded_shapes,
+            padding_values=padding_values,
+            drop_remainder=drop_remainder,
+        )
+    dataset = dataset.map(
+        lambda source, target, labels: ({"source": source, "target": target}, labels),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    options = tf.data.Options()
+    options.deterministic = True
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
