@@ -58,6 +58,12 @@ class Seq2SeqConfig:
             raise ValueError(f"`learning_rate` must be positive; received {self.learning_rate!r}.")
         if not self.clipnorm > 0:
             raise ValueError(f"`clipnorm` must be positive; received {self.clipnorm!r}.")
+        if self.jit_compile:
+            raise ValueError(
+                "`jit_compile=True` is not supported for the RNN encoder-decoder: its decoder "
+                "loop (keras.ops.scan, a tf.while_loop of unknown length) cannot be "
+                "differentiated under XLA. Use jit_compile=False."
+            )
 
     @property
     def source_vocab(self):

@@ -101,13 +101,10 @@ def build(config):
     size, channels = config.image_size, config.channels
     images = keras.Input((size, size, channels), name="images")
     x = keras.layers.Rescaling(1.0 / 255.0, name="rescaling")(images)
-    if config.random_flip:
-        x = keras.layers.RandomFlip("horizontal", name="random_flip")(x)
-    if config.random_translation:
-        t = config.random_translation
-        x = keras.layers.RandomTranslation(t, t, fill_mode="constant", name="random_translation")(x)
-    if config.random_zoom:
-        x = keras.layers.RandomZoom(config.random_zoom, fill_mode="constant", name="random_zoom")(x)
+    if config.random_flip or config.random_translation or config.random_zoom:
+        x = Augmentation(
+            config.random_flip, config.random_translation, config.random_zoom, name="augmentation"
+        )(x)
     x = ka.PatchEmbedding(config.patch_size, config.hidden_dim, name="patch_embedding")(x)
     x = ka.ClassToken(name="class_token")(x)  # (B, N + 1, D)
     x = ka.PositionEmbedding(
@@ -132,6 +129,57 @@ def build(config):
     logits = keras.layers.Dense(config.num_classes, name="head")(representation)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
     return keras.Model(images, logits, name="vit")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class Augmentation(keras.layers.Layer):
+    """Random flip / translation / zoom, applied only when `training=True` is explicit.
+
+    Keras's random preprocessing layers augment whenever `training` is not
+    given (their default is True), so `model(images)` would augment at
+    inference; this wrapper makes inference the default.
+
+    Call arguments:
+        inputs: images `(B, H, W, C)`.
+        training: augment only if True.
+    """
+
+    def __init__(self, random_flip=False, random_translation=0.0, random_zoom=0.0, seed=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.random_flip = random_flip
+        self.random_translation = random_translation
+        self.random_zoom = random_zoom
+        self.seed = seed
+        self.augmenters = []
+        if random_flip:
+            self.augmenters.append(keras.layers.RandomFlip("horizontal", seed=seed))
+        if random_translation:
+            self.augmenters.append(keras.layers.RandomTranslation(
+                random_translation, random_translation, fill_mode="constant", seed=seed))
+        if random_zoom:
+            self.augmenters.append(
+                keras.layers.RandomZoom(random_zoom, fill_mode="constant", seed=seed))
+
+    def call(self, inputs, training=None):
+        if not training:
+            return inputs
+        for augmenter in self.augmenters:
+            inputs = augmenter(inputs, training=True)
+        return inputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "random_flip": self.random_flip,
+            "random_translation": self.random_translation,
+            "random_zoom": self.random_zoom,
+            "seed": self.seed,
+        })
+        return config
 
 
 def compile_model(model, config):

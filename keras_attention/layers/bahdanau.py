@@ -111,7 +111,8 @@ class BahdanauAttention(keras.layers.Layer):
             return context, weights
         return context
 
-    def compute_mask(self, query, value, *args, **kwargs):
+    def compute_mask(self, inputs, previous_mask=None):
+        # The context has no padding of its own: it is one vector per query.
         return None
 
     def get_config(self):

@@ -298,9 +298,6 @@ class MultiHeadAttention(keras.layers.Layer):
             return output, weights
         return output
 
-    def compute_mask(self, query, value, key=None, query_mask=None, *args, **kwargs):
-        return query_mask
-
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         out_dim = self.output_dim or query_shape[-1]
         return tuple(query_shape[:-1]) + (out_dim,)
