@@ -1,0 +1,265 @@
+"""Forward+backward step time: our MultiHeadAttention vs keras.layers.MultiHeadAttention.
+
+Every variant runs in the same process, interleaved round by round, and the table reports
+the median over rounds, so that the ratios are taken under the same machine load
+(BENCHMARKS.md: compare ratios measured in one run, never absolute times across runs).
+
+A step is the forward pass plus the gradient of `sum(output)` with respect to every weight
+and to the inputs (query, and value for cross-attention), inside `tf.function`, once
+without and once with `jit_compile=True` (XLA). The ceiling is a 2048³ float32 matmul
+timed in the same rounds.
+
+FLOPs are counted analytically for the forward pass (2 per multiply-add): the query, key,
+value and output projections, QKᵀ and AV; forward+backward counts 3× the forward.
+
+Usage:
+    python benchmarks/bench_attention.py             # B=16, n=128, d=512, 8 heads of 64
+    python benchmarks/bench_attention.py --rounds 9
+    python benchmarks/bench_attention.py --quick     # tiny sizes, a smoke test
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.layers.multi_head import MultiHeadAttention
+
+# Our weight name -> (keras sub-layer, variable), to give both layers the same weights.
+WEIGHT_MAP = {
+    "query_kernel": ("_query_dense", "kernel"),
+    "query_bias": ("_query_dense", "bias"),
+    "key_kernel": ("_key_dense", "kernel"),
+    "key_bias": ("_key_dense", "bias"),
+    "value_kernel": ("_value_dense", "kernel"),
+    "value_bias": ("_value_dense", "bias"),
+    "output_kernel": ("_output_dense", "kernel"),
+    "output_bias": ("_output_dense", "bias"),
+}
+
+FULL = {
+    "batch": 16,
+    "query_length": 128,
+    "key_length": 96,
+    "d_model": 512,
+    "num_heads": 8,
+    "matmul": 2048,
+    "rounds": 5,
+    "iterations": 3,
+}
+QUICK = {
+    "batch": 2,
+    "query_length": 16,
+    "key_length": 12,
+    "d_model": 32,
+    "num_heads": 4,
+    "matmul": 256,
+    "rounds": 2,
+    "iterations": 1,
+}
+
+
+def attention_flops(batch, query_length, key_length, d_model, num_heads, key_dim, value_dim):
+    """Forward FLOPs of multi-head attention (2 per multiply-add)."""
+    query_projection = 2 * batch * query_length * d_model * num_heads * key_dim
+    key_projection = 2 * batch * key_length * d_model * num_heads * key_dim
+    value_projection = 2 * batch * key_length * d_model * num_heads * value_dim
+    scores = 2 * batch * num_heads * query_length * key_length * key_dim  # QKᵀ
+    pooling = 2 * batch * num_heads * query_length * key_length * value_dim  # AV
+    output_projection = 2 * batch * query_length * num_heads * value_dim * d_model
+    return (
+        query_projection + key_projection + value_projection + scores + pooling + output_projection
+    )
+
+
+def make_layers(sizes, query, value):
+    """A Keras layer and ours with identical weights, built on these inputs."""
+    key_dim = sizes["d_model"] // sizes["num_heads"]
+    reference = keras.layers.MultiHeadAttention(sizes["num_heads"], key_dim)
+    ours = MultiHeadAttention(sizes["num_heads"], key_dim)
+    reference(query, value)
+    ours(query, value)
+    for name, (sublayer, variable) in WEIGHT_MAP.items():
+        getattr(ours, name).assign(getattr(getattr(reference, sublayer), variable))
+    return ours, reference
+
+
+def make_step(layer, self_attention, jit_compile):
+    """tf.function computing sum(layer(...)) and its gradients w.r.t. weights and inputs."""
+    weights = layer.trainable_variables
+
+    if self_attention:
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(layer(x, x))  # query is value (and key)
+            return tape.gradient(loss, [x, *weights])
+
+    else:
+
+        def step(query, value):
+            with tf.GradientTape() as tape:
+                tape.watch([query, value])
+                loss = tf.reduce_sum(layer(query, value))  # key defaults to value
+            return tape.gradient(loss, [query, value, *weights])
+
+    return tf.function(step, jit_compile=jit_compile)
+
+
+def variants_order(variants):
+    """The (attention, compile) pairs in the order the variants were defined."""
+    pairs = []
+    for attention, compile_name, _ in variants:
+        if (attention, compile_name) not in pairs:
+            pairs.append((attention, compile_name))
+    return pairs
+
+
+def time_call(fn, args, iterations):
+    """Mean seconds per call over `iterations` calls (results fetched to the host)."""
+    start = time.perf_counter()
+    for _ in range(iterations):
+        result = fn(*args)
+    tf.nest.map_structure(lambda t: t.numpy(), result)
+    return (time.perf_counter() - start) / iterations
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="interleaved rounds; the median is reported (default 5)",
+    )
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="calls per variant per round (default 3)"
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
+    args = parser.parse_args(argv)
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.rounds is not None:
+        sizes["rounds"] = args.rounds
+    if args.iterations is not None:
+        sizes["iterations"] = args.iterations
+    if sizes["rounds"] < 1 or sizes["iterations"] < 1:
+        parser.error(f"--rounds and --iterations must be >= 1; received {sizes}")
+    return sizes
+
+
+def main(argv=None):
+    sizes = parse_args(sys.argv[1:] if argv is None else argv)
+    keras.utils.set_random_seed(0)
+    batch, d_model, num_heads = sizes["batch"], sizes["d_model"], sizes["num_heads"]
+    head = d_model // num_heads
+    length_q, length_k = sizes["query_length"], sizes["key_length"]
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((batch, length_q, d_model)), tf.float32)
+    memory = tf.constant(rng.standard_normal((batch, length_k, d_model)), tf.float32)
+
+    # === Variants ===
+    variants = {}  # (attention, compile, layer) -> (fn, args, forward FLOPs)
+    for attention, query, value in (("self", x, x), ("cross", x, memory)):
+        ours, reference = make_layers(sizes, query, value)
+        difference = float(tf.reduce_max(tf.abs(ours(query, value) - reference(query, value))))
+        if difference > 1e-3:
+            raise SystemExit(f"{attention}-attention outputs differ by {difference}; aborting.")
+        flops = attention_flops(
+            batch, query.shape[1], value.shape[1], d_model, num_heads, head, head
+        )
+        args = (query,) if attention == "self" else (query, value)
+        for compile_name, jit in (("tf.function", False), ("XLA", True)):
+            for name, layer in (("ours", ours), ("keras", reference)):
+                fn = make_step(layer, attention == "self", jit)
+                variants[(attention, compile_name, name)] = (fn, args, flops)
+
+    size = sizes["matmul"]
+    a = tf.constant(rng.standard_normal((size, size)), tf.float32)
+    b = tf.constant(rng.standard_normal((size, size)), tf.float32)
+    matmul = tf.function(tf.linalg.matmul)
+    ceiling_key = ("matmul", f"{size}³ fp32", "tf.function")
+
+    # Warm up: trace, compile, and let the allocator settle.
+    for fn, args, _ in variants.values():
+        for _ in range(2):
+            time_call(fn, args, 1)
+    time_call(matmul, (a, b), 2)
+
+    # === Interleaved rounds ===
+    # Each round times every (attention, compile) pair as ceiling, ours, keras back to back,
+    # alternating which layer goes first, so that load drift on a shared machine hits the
+    # two layers (and the ceiling) alike.
+    pairs = variants_order(variants)
+    times = {key: [] for key in [ceiling_key, *variants]}
+    ratios = {pair: [] for pair in pairs}  # keras/ours per round
+    for round_index in range(sizes["rounds"]):
+        for pair_index, pair in enumerate(pairs):
+            times[ceiling_key].append(time_call(matmul, (a, b), sizes["iterations"]))
+            names = ["ours", "keras"] if (round_index + pair_index) % 2 == 0 else ["keras", "ours"]
+            seconds = {}
+            for name in names:
+                fn, args, _ = variants[(*pair, name)]
+                seconds[name] = time_call(fn, args, sizes["iterations"])
+                times[(*pair, name)].append(seconds[name])
+            ratios[pair].append(seconds["keras"] / seconds["ours"])
+
+    # === Report ===
+    ceiling_seconds = statistics.median(times[ceiling_key])
+    ceiling = 2 * size**3 / ceiling_seconds / 1e9  # GFLOP/s
+    print(f"# Multi-head attention, forward+backward ({datetime.date.today().isoformat()})")
+    print(
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, Python "
+        f"{platform.python_version()}, {os.cpu_count()} CPU cores ({platform.machine()})"
+    )
+    print(
+        f"B={batch}, d={d_model}, h={num_heads} (key_dim {head}); self: n=m={length_q}; "
+        f"cross: n={length_q}, m={length_k}; {sizes['rounds']} interleaved rounds × "
+        f"{sizes['iterations']} calls, median."
+    )
+    print(
+        f"Ceiling: {size}³ fp32 matmul in tf.function, median of {len(times[ceiling_key])}: "
+        f"{ceiling_seconds * 1e3:.2f} ms = {ceiling:.1f} GFLOP/s "
+        f"(best {2 * size**3 / min(times[ceiling_key]) / 1e9:.1f}).\n"
+    )
+    print(
+        "| attention | compile | layer | ms (median) | min–max ms | GFLOP/s | % of ceiling "
+        "| keras/ours (range) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for key, (_, _, flops) in variants.items():
+        attention, compile_name, name = key
+        milliseconds = statistics.median(times[key]) * 1e3
+        achieved = 3 * flops / (milliseconds / 1e3) / 1e9
+        if name == "ours":
+            pair_ratios = ratios[(attention, compile_name)]
+            ratio = (
+                f"{statistics.median(pair_ratios):.2f} "
+                f"({min(pair_ratios):.2f}–{max(pair_ratios):.2f})"
+            )
+        else:
+            ratio = ""
+        print(
+            f"| {attention} | {compile_name} | {name} | {milliseconds:.2f} | "
+            f"{min(times[key]) * 1e3:.2f}–{max(times[key]) * 1e3:.2f} | {achieved:.1f} | "
+            f"{100 * achieved / ceiling:.0f}% | {ratio} |"
+        )
+    print("\nkeras/ours is the median (range) of the per-round ratios; > 1 means ours is faster.")
+    print(
+        f"Forward FLOPs: self {variants[('self', 'XLA', 'ours')][2] / 1e9:.4g} G, "
+        f"cross {variants[('cross', 'XLA', 'ours')][2] / 1e9:.4g} G; forward+backward = 3×."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Smoke test of `benchmarks/bench_train.py --quick` (tiny sizes, one round).
+
+keras-hub is only in the `bench` extra, so the test is skipped without it.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("keras_hub", reason="keras-hub is only in the bench extra")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train.py"
+
+
+@pytest.mark.slow
+def test_bench_train_quick_runs_and_prints_the_table():
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert "| workload | dropout | compile | zoo | keras-hub | zoo / keras-hub |" in out
+    assert "transformer (target tokens/s)" in out and "vit (images/s)" in out
+    assert "Target zoo >= 1.2x keras-hub at equal size" in out
+
+
+def test_bench_train_exits_clearly_without_keras_hub(tmp_path):
+    """With keras_hub made unimportable the script stops with an install hint."""
+    blocker = tmp_path / "keras_hub.py"
+    blocker.write_text("raise ImportError('blocked for the test')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert result.returncode != 0
+    assert "keras-hub" in result.stderr and "pip install" in result.stderr
