@@ -5,9 +5,13 @@
     model = zoo.get("transformer-tiny", vocabulary_size=1000)
     model.fit(dataset)
     print(zoo.describe("transformer-base"))
+    zoo.export(model, "saved_models/numbers", tokenizer=tokenizer)  # TF Serving SavedModel
+
+`zoo.export` is the module `zoo/export.py`, callable: `zoo.export(...)` and
+`from zoo.export import export` are the same function.
 """
 
-from zoo import registry, seq2seq, transformer, vit
+from zoo import export, registry, seq2seq, transformer, vit
 from zoo.registry import (
     Description,
     UnknownModelError,
@@ -58,6 +62,7 @@ __all__ = [
     "config",
     "describe",
     "entry",
+    "export",
     "get",
     "list",
     "register",

@@ -22,6 +22,28 @@ def _check_rate(name, value):
         raise ValueError(f"`{name}` must be a float in [0, 1); received {name}={value!r}.")
 
 
+def _write_positions(cache, new, index, axis):
+    """`cache` with positions `index … index + T - 1` along `axis` replaced by `new`.
+
+    cache `(B, N, ·, ·)` with L positions on `axis`, new the same with T. Built from
+    core ops (a mask and `where`; a one-hot matmul, exact, to place T > 1 rows) rather
+    than `slice_update`, whose TensorFlow op (XlaDynamicUpdateSlice) needs the XLA
+    JIT even outside `jit_compile`, which TF Serving disables on CPU.
+    """
+    new = ops.cast(new, cache.dtype)
+    positions = ops.arange(ops.shape(cache)[axis], dtype="int32")  # (L,)
+    broadcast = [1, 1, 1, 1]
+    broadcast[axis] = -1
+    if new.shape[axis] == 1:
+        mask = ops.reshape(ops.equal(positions, index), broadcast)
+        return ops.where(mask, new, cache)  # new broadcasts over the L positions
+    steps = ops.arange(ops.shape(new)[axis], dtype="int32") + index  # (T,)
+    placement = ops.cast(ops.equal(steps[:, None], positions[None, :]), cache.dtype)  # (T, L)
+    placed = ops.moveaxis(ops.matmul(ops.moveaxis(new, axis, -1), placement), -1, axis)
+    mask = ops.reshape(ops.any(ops.equal(steps[:, None], positions[None, :]), axis=0), broadcast)
+    return ops.where(mask, placed, cache)
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention: `W_o [head_1; …; head_N]`, `head_i = f(W_i^q q, W_i^k k, W_i^v v)`.
@@ -285,6 +307,13 @@ class MultiHeadAttention(keras.layers.Layer):
             (k,) = self._project(key, kernels[1:2], biases[1:2], key_major=(0,) if key_major else ())
             (v,) = self._project(value, kernels[2:], biases[2:])
         heads, weights = self._attend(q, k, v, mask, training)  # (B, N, T, Hv)
+        output = self._combine_heads(heads, query)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def _combine_heads(self, heads, query):
+        """`W_o [head_1; …; head_N]`: heads `(B, N, T, Hv)` -> `(B, T, Do)`."""
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
         heads = ops.reshape(
             ops.transpose(heads, (0, 2, 1, 3)), (-1, self.num_heads * self.value_dim)
@@ -293,10 +322,100 @@ class MultiHeadAttention(keras.layers.Layer):
         output = ops.matmul(heads, output_kernel)
         if self.use_bias:
             output = output + self.output_bias
-        output = ops.reshape(output, (batch, length, output_kernel.shape[-1]))  # (B, T, Do)
-        if return_attention_scores:
-            return output, weights
-        return output
+        return ops.reshape(output, (batch, length, output_kernel.shape[-1]))  # (B, T, Do)
+
+    # === Incremental decoding (key/value cache) ===
+
+    @property
+    def _key_major(self):
+        """Dot-product scoring keeps keys as `(B, N, H, S)`, ready for `q @ kᵀ`."""
+        return self.scoring != "additive"
+
+    def compute_key_value(self, value, key=None):
+        """Project the keys and values once, e.g. the encoder output for cross-attention.
+
+        Args:
+            value: `(B, S, Dv)`.
+            key: `(B, S, Dk)`; defaults to `value`.
+
+        Returns:
+            `(key, value)` in the layout `call_with_cache` takes: keys `(B, N, H, S)`
+            (`(B, N, S, H)` with additive scoring), values `(B, N, S, Hv)`.
+        """
+        key_major = (0,) if self._key_major else ()
+        if key is None or key is value:
+            k, v = self._project(
+                value, (self.key_kernel, self.value_kernel), (self.key_bias, self.value_bias),
+                key_major=key_major,
+            )
+        else:
+            (k,) = self._project(key, (self.key_kernel,), (self.key_bias,), key_major=key_major)
+            (v,) = self._project(value, (self.value_kernel,), (self.value_bias,))
+        return k, v
+
+    def empty_cache(self, batch_size, length, dtype=None):
+        """Zero key/value buffers for `length` positions, laid out as in `compute_key_value`."""
+        dtype = dtype or self.compute_dtype
+        n, hk, hv = self.num_heads, self.key_dim, self.value_dim
+        key_shape = (batch_size, n, hk, length) if self._key_major else (batch_size, n, length, hk)
+        return ops.zeros(key_shape, dtype), ops.zeros((batch_size, n, length, hv), dtype)
+
+    def call_with_cache(
+        self, query, key_cache, value_cache, cache_index=None, value_mask=None, training=None
+    ):
+        """Attention of new queries against cached keys and values (incremental decoding).
+
+        Self-attention (`cache_index` given): `query` `(B, T, D)` holds the inputs at
+        positions `cache_index … cache_index + T - 1`. Their keys and values are written
+        into the buffers at those positions (with core ops only, see `_write_positions`), and each query attends to the buffer
+        positions up to its own (the causal mask), so decoding one token per call costs
+        O(L) for buffers of L positions instead of re-running the whole prefix. The
+        buffers come from `empty_cache` (fixed size, so shapes stay static under XLA).
+
+        Cross-attention (`cache_index=None`): the buffers are the projected encoder
+        keys and values from `compute_key_value`, left unchanged; `value_mask` `(B, S)`
+        masks the encoder padding.
+
+        Args:
+            query: `(B, T, Dq)`.
+            key_cache, value_cache: as returned by `empty_cache` / `compute_key_value`.
+            cache_index: int or scalar int tensor, the position of `query[:, 0]`.
+            value_mask: `(B, L)` or `(B, S)`, True for keys that may be attended.
+            training: whether attention dropout is active.
+
+        Returns:
+            `(output (B, T, Do), key_cache, value_cache)`, the buffers updated.
+        """
+        if len(query.shape) != 3:
+            raise ValueError(
+                "`query` must have rank 3 (batch, length, features); "
+                f"received query.shape={tuple(query.shape)}."
+            )
+        key_major = (1,) if self._key_major else ()
+        kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
+        biases = (self.query_bias, self.key_bias, self.value_bias)
+        masks = []
+        if value_mask is not None:
+            masks.append(ops.expand_dims(ops.cast(value_mask, "bool"), -2))  # (B, 1, L)
+        if cache_index is None:
+            (q,) = self._project(query, kernels[:1], biases[:1])
+        else:
+            q, k, v = self._project(query, kernels, biases, key_major=key_major)
+            index = ops.cast(cache_index, "int32")
+            key_cache = _write_positions(key_cache, k, index, axis=3 if self._key_major else 2)
+            value_cache = _write_positions(value_cache, v, index, axis=2)
+            length = ops.shape(value_cache)[2]
+            positions = index + ops.arange(ops.shape(query)[1], dtype="int32")  # (T,)
+            masks.append(
+                ops.less_equal(
+                    ops.arange(length, dtype="int32")[None, :], positions[:, None]
+                )  # (T, L): key j is visible from query position i iff j <= i
+            )
+        mask = attention_ops.merge_masks(*masks)
+        if mask is not None:
+            mask = ops.expand_dims(mask, -3)  # (B, 1, T, L): the same for every head
+        heads, _ = self._attend(q, key_cache, value_cache, mask, training)  # (B, N, T, Hv)
+        return self._combine_heads(heads, query), key_cache, value_cache
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         out_dim = self.output_dim or query_shape[-1]

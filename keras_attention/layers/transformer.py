@@ -314,6 +314,93 @@ class TransformerDecoderBlock(_TransformerBlockBase):
             return x, self_weights[0], cross_weights[0]
         return x
 
+    # === Incremental decoding (key/value cache) ===
+
+    def empty_self_attention_cache(self, batch_size, length, dtype=None):
+        """Zero self-attention key/value buffers for `length` target positions.
+
+        Returns:
+            `(keys, values)`, see `MultiHeadAttention.empty_cache`.
+        """
+        return self.self_attention.empty_cache(batch_size, length, dtype)
+
+    def compute_cross_attention_cache(self, encoder_sequence):
+        """The cross-attention keys and values of the encoder output, computed once.
+
+        Args:
+            encoder_sequence: `(B, S, De)`.
+
+        Returns:
+            `(keys, values)`, see `MultiHeadAttention.compute_key_value`.
+        """
+        if self.cross_attention is None:
+            raise ValueError(
+                "This TransformerDecoderBlock was built without cross-attention; it has no "
+                "cross-attention cache."
+            )
+        return self.cross_attention.compute_key_value(encoder_sequence)
+
+    def call_with_cache(
+        self,
+        decoder_sequence,
+        self_attention_cache,
+        cache_index,
+        cross_attention_cache=None,
+        encoder_padding_mask=None,
+        training=None,
+    ):
+        """The block for new target positions only, reusing cached keys and values.
+
+        Gives the same outputs as `call` (with the causal mask) at positions
+        `cache_index … cache_index + T - 1`, given that the buffers hold the
+        earlier positions. The target must have no padding before those positions.
+
+        Args:
+            decoder_sequence: `(B, T, D)`, usually T = 1.
+            self_attention_cache: `(keys, values)` from `empty_self_attention_cache`
+                or a previous call.
+            cache_index: int or scalar int tensor, the position of `decoder_sequence[:, 0]`.
+            cross_attention_cache: `(keys, values)` from `compute_cross_attention_cache`
+                (required when the block has cross-attention).
+            encoder_padding_mask: `(B, S)`, True for real source tokens.
+            training: whether dropout is active.
+
+        Returns:
+            `(outputs (B, T, D), self_attention_cache)` with the new positions written.
+        """
+        if (cross_attention_cache is None) != (self.cross_attention is None):
+            raise ValueError(
+                "TransformerDecoderBlock was built "
+                + ("with" if self.cross_attention is not None else "without")
+                + " cross-attention; call it "
+                + ("with" if self.cross_attention is not None else "without")
+                + " a `cross_attention_cache`."
+            )
+        key_cache, value_cache = self_attention_cache
+
+        def self_attend(x):
+            return self.self_attention.call_with_cache(
+                x, key_cache, value_cache, cache_index=cache_index, training=training
+            )
+
+        x, key_cache, value_cache = self._sublayer(
+            self.self_attention_norm, self_attend, decoder_sequence, training
+        )
+        if self.cross_attention is not None:
+
+            def cross_attend(h):
+                output, _, _ = self.cross_attention.call_with_cache(
+                    h, *cross_attention_cache, value_mask=encoder_padding_mask,
+                    training=training,
+                )
+                return output
+
+            (x,) = self._sublayer(self.cross_attention_norm, cross_attend, x, training)
+        (x,) = self._sublayer(
+            self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), x, training
+        )
+        return x, (key_cache, value_cache)
+
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape
 
