@@ -53,11 +53,11 @@ except ImportError:  # pragma: no cover - exercised only without the bench extra
         "bench extra: pip install -e '.[bench]'  (or: pip install 'keras-hub==0.32.*')"
     )
 
-import keras
-import numpy as np
-import tensorflow as tf
+import keras  # noqa: E402 - after the keras-hub check above
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
-import zoo
+import zoo  # noqa: E402
 
 # === Sizes ===
 

@@ -15,6 +15,11 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     does). The batch loss is the mean over the tokens whose label is not `pad_id`
     (a token-level mean, not a mean of per-sentence means).
 
+    Under a `tf.distribute` strategy (inside `strategy.run`, as in `model.fit`),
+    each replica returns its token-loss sum divided by the token count of the
+    whole global batch (an all-reduce of the counts), so that the gradients
+    Keras sums over the replicas are those of the single-device loss.
+
     Args:
         pad_id: the label id to ignore.
         label_smoothing: ε in [0, 1) (0.1 in the paper).
@@ -82,12 +87,17 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             total = ops.sum(losses)
             if self.reduction == "sum":
                 return total
-            loss = ops.divide_no_nan(total, ops.sum(mask))
-            # Keras sums gradients over replicas: divide by their number as its losses do.
-            replicas = tf.distribute.get_strategy().num_replicas_in_sync
-            if replicas > 1:
-                loss = loss / replicas
-            return loss
+            count = ops.sum(mask)
+            # Under a tf.distribute strategy each replica holds part of the global
+            # batch and Keras sums the replicas' gradients: give each replica its
+            # token sum over the *global* token count, so that the sum over
+            # replicas is exactly the token mean of the global batch (dividing
+            # the per-replica mean by the number of replicas, as Keras' own losses
+            # do, is only right when every replica has the same number of tokens).
+            context = tf.distribute.get_replica_context()
+            if context is not None and context.num_replicas_in_sync > 1:
+                count = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stop_gradient(count))
+            return ops.divide_no_nan(total, count)
 
     def get_config(self):
         config = super().get_config()

@@ -1,6 +1,7 @@
 """Metrics for sequence outputs with padding."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -9,7 +10,8 @@ class MaskedAccuracy(keras.metrics.Metric):
     """Token accuracy over the positions whose label is not `pad_id`.
 
     Accumulates correct and counted tokens across batches (and replicas), so the
-    result is the accuracy over all real tokens seen, not a mean of batch means.
+    result is the accuracy over all real tokens seen, not a mean of batch means
+    (nor, under a `tf.distribute` strategy, a mean of per-replica accuracies).
 
     Inputs:
         y_true: int labels `(B, T)`.
@@ -32,8 +34,22 @@ class MaskedAccuracy(keras.metrics.Metric):
                 weight = ops.expand_dims(weight, -1)
             mask = mask * weight
         hits = ops.cast(ops.equal(predicted, y_true), "float32") * mask
-        self.correct.assign_add(ops.sum(hits))
-        self.count.assign_add(ops.sum(mask))
+        correct, count = ops.sum(hits), ops.sum(mask)
+        # Under a tf.distribute strategy (`model.fit` computes its logs inside
+        # `strategy.run`, on each replica, and averages them over the replicas),
+        # a per-replica ratio averaged over replicas is a mean of ratios, wrong
+        # when the replicas hold different numbers of tokens. Add the global
+        # batch's counts divided by the number of replicas R instead: every
+        # replica then holds the same global ratio, and the variables' sum over
+        # the replicas (how they read outside `strategy.run`) holds the global
+        # counts.
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            correct, count = context.all_reduce(tf.distribute.ReduceOp.SUM, [correct, count])
+            replicas = float(context.num_replicas_in_sync)
+            correct, count = correct / replicas, count / replicas
+        self.correct.assign_add(correct)
+        self.count.assign_add(count)
 
     def result(self):
         return ops.divide_no_nan(self.correct, self.count)

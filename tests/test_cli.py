@@ -1,20 +1,70 @@
-"""The command line, run as a user would: through subprocesses."""
+"""The command line, run as a user would: through subprocesses (`python -m zoo ...`).
+
+Error cases and `--help` also run in-process through `zoo.cli.main`, the same
+function the console script calls, which keeps them fast; a few run as
+subprocesses to check the real exit code and that no traceback is printed.
+"""
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 
+from zoo import cli
+
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+ENV.pop("ZOO_DEBUG", None)
+TF_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]\d{4} |To enable the "
+    r"following instructions:)"
+)
+
+TINY_TRANSFORMER = [
+    "--set", "num_encoder_layers=1", "--set", "num_decoder_layers=1", "--set", "d_model=32",
+    "--set", "num_heads=2", "--set", "intermediate_dim=64", "--set", "vocabulary_size=200",
+    "--set", "max_length=24",
+]
+TINY_VIT = [
+    "--set", "num_layers=1", "--set", "hidden_dim=16", "--set", "num_heads=2",
+    "--set", "mlp_dim=32", "--set", "patch_size=7",
+]
 
 
-def zoo_cli(*args, timeout=300):
+def zoo_cli(*args, timeout=300, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "zoo", *args],
-        capture_output=True, text=True, timeout=timeout, env=ENV,
+        [sys.executable, "-m", "zoo", *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, env=ENV, cwd=cwd,
     )
+
+
+def run_main(capsys, *args):
+    """`zoo.cli.main` in-process: (exit code, stdout, stderr)."""
+    try:
+        code = cli.main([str(a) for a in args])
+    except SystemExit as exit_:  # argparse: --help and usage errors
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_one_line_error(code, err, message):
+    assert code == 2
+    assert "Traceback" not in err
+    # TensorFlow's C++ start-up lines (printed at import whatever TF_CPP_MIN_LOG_LEVEL
+    # says) are not ours; everything else on stderr must be the one error line.
+    lines = [line for line in err.splitlines() if line.strip() and not TF_NOISE.match(line)]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("zoo")
+    assert message.lower() in lines[0].lower(), lines[0]
+
+
+# === list and describe ===
 
 
 def test_list_and_glob():
@@ -35,12 +85,16 @@ def test_describe_json_reports_analytic_parameter_count():
     assert "Vaswani" in described["reference"]
 
 
-def test_describe_with_overrides_prints_summary():
-    result = zoo_cli("describe", "vit-tiny", "--set", "num_layers=2", "--set", "random_flip=true")
-    assert result.returncode == 0, result.stderr
-    assert "vit-tiny" in result.stdout
-    assert "num_layers = 2" in result.stdout
-    assert "random_flip = True" in result.stdout
+def test_describe_with_overrides_prints_summary(capsys):
+    code, out, _ = run_main(capsys, "describe", "vit-tiny", "--set", "num_layers=2",
+                            "--set", "random_flip=true")
+    assert code == 0
+    assert "vit-tiny" in out
+    assert "num_layers = 2" in out
+    assert "random_flip = True" in out
+
+
+# === User errors: one line, exit code 2 ===
 
 
 @pytest.mark.parametrize(
@@ -51,29 +105,234 @@ def test_describe_with_overrides_prints_summary():
         (("describe", "vit-tiny", "--set", "depth=3"), "Valid fields"),
         (("describe", "vit-tiny", "--set", "oops"), "--set expects key=value"),
         (("list", "nothing-*"), "No model matches"),
+        (("train", "transformr-tiny", "--data", "numbers"), "did you mean 'transformer-tiny'"),
+        (("train", "vit-tiny", "--data", "numbers"), "'numbers' holds translation data"),
+        (("train", "transformer-tiny", "--data", "digits"), "use a translation dataset"),
+        (("train", "transformer-tiny", "--data", "wmt14"), "unknown dataset 'wmt14'"),
+        (("train", "transformer-tiny", "--data", "tsv:/no/such.tsv"), "not found: /no/such.tsv"),
+        (("train", "transformer-tiny"), "data is required"),
+        (("train", "transformer-tiny", "--data", "numbers", "--set", "d_model=-1"), "d_model"),
+        (("train", "transformer-tiny", "--data", "numbers", "--set", "x"), "--set expects"),
+        (("train", "transformer-tiny", "--data", "numbers", "--config", "/no/c.json"),
+         "config file not found"),
+        (("train", "transformer-tiny", "--data", "numbers", "--epochs", "0"),
+         "expected a positive integer"),
+        (("train", "seq2seq-bahdanau-small", "--data", "numbers", "--jit"), "jit_compile"),
+        (("train", "vit-tiny", "--data", "fashion-mnist", "--data-dir", "/no/dir"), "not found"),
+        (("evaluate", "/no/run"), "not a run directory"),
+        (("export", "/no/run"), "not a run directory"),
+        (("predict", "/no/model", "hallo"), "neither a run directory"),
+        (("frobnicate",), "invalid choice"),
     ],
 )
-def test_user_errors_print_one_line_and_exit_2(args, message):
-    result = zoo_cli(*args)
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    error_lines = [line for line in result.stderr.splitlines() if line.startswith("zoo ")]
-    assert len(error_lines) == 1
-    assert message.lower() in error_lines[0].lower()
+def test_user_errors_print_one_line_and_exit_2(capsys, args, message):
+    code, _, err = run_main(capsys, *args)
+    assert_one_line_error(code, err, message)
 
 
-def test_help_has_an_example():
-    for command in ("list", "describe", "demo"):
-        result = zoo_cli(command, "--help")
-        assert result.returncode == 0
-        assert "Example:" in result.stdout
+def test_user_errors_from_the_real_entry_point():
+    result = zoo_cli("train", "vit-tiny", "--data", "numbers")
+    assert_one_line_error(result.returncode, result.stderr, "holds translation data")
+
+
+def test_bad_config_file_is_a_user_error(capsys, tmp_path):
+    (tmp_path / "c.json").write_text("{not json")
+    code, _, err = run_main(capsys, "train", "transformer-tiny", "--data", "numbers",
+                            "--config", tmp_path / "c.json", "--out", tmp_path / "run")
+    assert_one_line_error(code, err, "not valid JSON")
+
+
+def test_help_has_an_example(capsys):
+    for command in ("list", "describe", "train", "evaluate", "export", "predict", "tune", "demo"):
+        code, out, _ = run_main(capsys, command, "--help")
+        assert code == 0
+        assert "Example" in out, command
+
+
+# === Translation end to end: train, evaluate, export, predict ===
+
+
+@pytest.fixture(scope="module")
+def translation_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    result = zoo_cli(
+        "train", "transformer-tiny", "--data", "numbers", "--train-size", 200, "--test-size", 8,
+        "--epochs", 2, "--batch-size", 32, "--out", root / "run", *TINY_TRANSFORMER,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, result
+
+
+def test_train_prints_progress_and_a_summary(translation_run):
+    root, result = translation_run
+    out = result.stdout
+    assert "Learning a shared WordPiece vocabulary" in out
+    assert "Epoch 2/2" in out and "val_loss" in out  # Keras' progress output
+    assert "Trained transformer-tiny: 2 epochs" in out
+    assert str(root / "run") in out
+    for name in ("config.json", "history.csv", "curves.png", "summary.json",
+                 "checkpoints/last.keras", "checkpoints/best.keras", "tokenizer/vocab.txt"):
+        assert (root / "run" / name).is_file(), name
+    config = json.loads((root / "run/config.json").read_text())
+    assert config["training"]["batch_size"] == 32
+    assert config["overrides"]["d_model"] == 32
+
+
+def test_evaluate_reports_exact_match_and_bleu(translation_run):
+    root, _ = translation_run
+    result = zoo_cli("evaluate", root / "run", "--beam-size", 2, "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads(result.stdout)
+    assert metrics["num_examples"] == 8
+    for mode in ("greedy", "beam"):
+        assert 0 <= metrics[mode]["exact_match"] <= 100 and 0 <= metrics[mode]["bleu"] <= 100
+    assert json.loads((root / "run/metrics.json").read_text())["beam"] == metrics["beam"]
+
+
+def test_export_then_predict_with_the_saved_model_matches_the_run(translation_run):
+    root, _ = translation_run
+    exported = zoo_cli("export", root / "run", "--to", root / "saved")
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert (root / "saved/1/saved_model.pb").is_file()
+    sentences = ["dreihundertvierundzwanzig", "elf", "neunzehntausend"]
+    # The export root resolves to its newest version; a fresh process loads it with
+    # tf.saved_model.load and uses serving_default (beam search of 4, alpha 0.6).
+    served = zoo_cli("predict", root / "saved", *sentences, "--json")
+    assert served.returncode == 0, served.stderr[-3000:]
+    # Reference: the run's best checkpoint decoded in this process, same beam search.
+    from zoo import train
+
+    expected = train.predict(root / "run", sentences, beam_size=4, alpha=0.6)
+    assert [r["input"] for r in expected] == sentences
+    assert json.loads(served.stdout) == expected
+    # And the plain-text output of a run directory, greedy.
+    greedy = zoo_cli("predict", root / "run", "elf", "--beam-size", 1)
+    assert greedy.returncode == 0, greedy.stderr[-3000:]
+    translation = train.predict(root / "run", ["elf"], beam_size=1)[0]["translation"]
+    assert greedy.stdout == f"elf\n  -> {translation}\n"
+
+
+# === Images end to end ===
+
+
+def write_fashion_idx(directory, num_train=96, num_test=16):
+    """Tiny gzip IDX files laid out as Fashion-MNIST's (random pixels)."""
+    import gzip
+
+    rng = np.random.default_rng(0)
+    directory.mkdir(parents=True)
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (num_train, 28, 28), dtype=np.uint8),
+        "train-labels-idx1-ubyte": np.arange(num_train, dtype=np.uint8) % 10,
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (num_test, 28, 28), dtype=np.uint8),
+        "t10k-labels-idx1-ubyte": np.arange(num_test, dtype=np.uint8) % 10,
+    }
+    for stem, array in arrays.items():
+        header = bytes([0, 0, 8, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+        (directory / f"{stem}.gz").write_bytes(gzip.compress(header + array.tobytes()))
+    return arrays
+
+
+def test_vit_on_fashion_mnist_train_evaluate_predict(tmp_path):
+    from PIL import Image
+
+    arrays = write_fashion_idx(tmp_path / "fm")
+    result = zoo_cli(
+        "train", "vit-tiny", "--data", "fashion-mnist", "--data-dir", tmp_path / "fm",
+        "--epochs", 2, "--max-steps", 3, "--batch-size", 32, "--out", tmp_path / "run",
+        *TINY_VIT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "stopped by max_steps" in result.stdout
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert summary["steps"] == 3
+    images = arrays["t10k-images-idx3-ubyte"][:2]
+    paths = []
+    for i, image in enumerate(images):
+        Image.fromarray(image).save(tmp_path / f"{i}.png")
+        paths.append(tmp_path / f"{i}.png")
+    predicted = zoo_cli("predict", tmp_path / "run", *paths, "--top-k", 10, "--json")
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    results = json.loads(predicted.stdout)
+    # Reference: the best checkpoint run on the same pixels in this process.
+    import keras
+
+    model = keras.saving.load_model(tmp_path / "run/checkpoints/best.keras", compile=False)
+    probabilities = keras.ops.convert_to_numpy(
+        keras.ops.softmax(model.predict(images[..., None], verbose=0))
+    )
+    class_names = json.loads((tmp_path / "run/config.json").read_text())["data"]["class_names"]
+    for result_, row in zip(results, probabilities):
+        got = dict(result_["classes"])
+        assert len(got) == 10
+        for index, name in enumerate(class_names):
+            assert got[name] == pytest.approx(float(row[index]), abs=1e-5)
+
+
+# === Resume after SIGKILL ===
+
+
+def test_resume_after_sigkill_mid_epoch(tmp_path):
+    out = tmp_path / "run"
+    args = [
+        sys.executable, "-m", "zoo", "train", "transformer-tiny", "--data", "numbers",
+        "--train-size", 300, "--test-size", 4, "--epochs", 4, "--batch-size", 16,
+        "--out", out, *TINY_TRANSFORMER,
+    ]
+    args = [str(a) for a in args]
+    process = subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    metadata = out / "backup/training_metadata.json"
+    deadline = time.monotonic() + 240
+    try:
+        while not metadata.exists():
+            assert process.poll() is None, process.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "the first epoch did not finish in time"
+            time.sleep(0.05)
+        time.sleep(0.3)  # into the second epoch
+        assert process.poll() is None, "training ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+    backup_epoch = json.loads(metadata.read_text())["epoch"]
+    assert 1 <= backup_epoch < 4
+    rows_before = (out / "history.csv").read_text().splitlines()
+    assert not (out / "summary.json").exists()
+
+    resumed = zoo_cli(*args[3:])  # the same command again
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed from epoch {backup_epoch}" in resumed.stdout
+    lines = (out / "history.csv").read_text().splitlines()
+    epochs = [int(line.split(",")[0]) for line in lines[1:]]
+    assert epochs == [0, 1, 2, 3]  # each epoch exactly once
+    # Rows of epochs finished before the kill are kept as they were.
+    assert lines[: backup_epoch + 1] == rows_before[: backup_epoch + 1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["epochs"] == 4 and summary["resumed_from_epoch"] == backup_epoch
+    assert not (out / "backup").exists()
+    # Both checkpoints load and translate.
+    from zoo import train
+
+    for checkpoint in ("best", "last"):
+        run = train.load_run(out, checkpoint)
+        assert isinstance(train.translate(run, ["elf"])[0], str)
+
+
+# === The main job ===
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end_on_tiny_settings():
+def test_demo_runs_end_to_end_on_tiny_settings(tmp_path):
     result = zoo_cli(
-        "demo", "--minutes", "0.15", "--train-size", "600", "--test-size", "20", timeout=600
+        "demo", "--minutes", "0.1", "--train-size", "600", "--test-size", "10",
+        "--out", tmp_path / "demo", "--export-to", tmp_path / "saved", timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "exact match" in result.stdout
     assert "BLEU" in result.stdout
+    assert "beam 4" in result.stdout
+    assert (tmp_path / "saved/1/saved_model.pb").is_file()
+    assert "served translations correct" in result.stdout

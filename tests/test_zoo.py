@@ -345,9 +345,9 @@ def test_transformer_variants_match_analytic_count(variant):
 
 def _decoder_output(model, inputs):
     """The features fed to the output projection `(B, T, D)`."""
-    last = "decoder_norm" if "decoder_norm" in {l.name for l in model.layers} else None
+    last = "decoder_norm" if "decoder_norm" in {layer.name for layer in model.layers} else None
     if last is None:
-        blocks = [l.name for l in model.layers if l.name.startswith("decoder_block_")]
+        blocks = [layer.name for layer in model.layers if layer.name.startswith("decoder_block_")]
         last = sorted(blocks)[-1]
     return keras.Model(model.inputs, model.get_layer(last).output)(inputs)
 

@@ -11,7 +11,7 @@
 `from zoo.export import export` are the same function.
 """
 
-from zoo import export, registry, seq2seq, transformer, vit
+from zoo import export, registry, seq2seq, transformer, tuning, vit
 from zoo.registry import (
     Description,
     UnknownModelError,
@@ -24,6 +24,7 @@ from zoo.registry import (
     search_space,
     unregister,
 )
+from zoo.tuning import hypermodel
 
 
 def attention_weights(model, inputs):
@@ -64,12 +65,14 @@ __all__ = [
     "entry",
     "export",
     "get",
+    "hypermodel",
     "list",
     "register",
     "registry",
     "search_space",
     "seq2seq",
     "transformer",
+    "tuning",
     "unregister",
     "vit",
 ]

@@ -652,3 +652,120 @@ def images(directory, image_size, test_ratio=0.2, seed=0, color_mode="rgb"):
         class_names=class_names,
         metadata={"directory": str(directory), "test_ratio": test_ratio, "seed": seed},
     )
+
+
+# === One resolver for every dataset spec (what `zoo train --data` takes) ===
+
+IMAGE_DATASETS = ("digits", "fashion-mnist", "images:DIR")
+DATASETS = TRANSLATION_DATASETS + IMAGE_DATASETS
+
+
+def dataset_kind(spec):
+    """`"translation"` or `"image"` for a dataset spec, without loading anything.
+
+    Raises:
+        ValueError: `spec` names no dataset (the message lists them).
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"spec must be a str; received {spec!r}")
+    if spec in ("numbers", "dates") or spec.startswith("tsv:"):
+        return "translation"
+    if spec in ("digits", "fashion-mnist", "fashion_mnist") or spec.startswith("images:"):
+        return "image"
+    raise ValueError(f"unknown dataset {spec!r}; available: {', '.join(DATASETS)}")
+
+
+def _subset(rng_seed, items_or_arrays, size, what):
+    """The first `size` items of a seeded permutation (all of them when `size` is None)."""
+    count = len(items_or_arrays[0])
+    if size is None or size >= count:
+        return items_or_arrays
+    _check_count(what, size, 1 if what == "train_size" else 0)
+    keep = np.sort(np.random.default_rng(rng_seed).permutation(count)[:size])
+    return [
+        item[keep] if isinstance(item, np.ndarray) else [item[i] for i in keep]
+        for item in items_or_arrays
+    ]
+
+
+def load(
+    spec,
+    data_dir=None,
+    *,
+    train_size=None,
+    test_size=None,
+    test_ratio=None,
+    test_path=None,
+    image_size=None,
+    color_mode="rgb",
+    seed=0,
+):
+    """Any dataset from its spec, as `zoo train --data SPEC` names it.
+
+    Specs: `numbers`, `dates`, `tsv:PATH`, `digits`, `fashion-mnist`,
+    `images:DIR`. Options that a dataset does not use are ignored.
+
+    Args:
+        spec: the dataset spec.
+        data_dir: `fashion-mnist` only: the folder with the IDX files
+            (default `/usr/share/datasets/fashion-mnist` when present).
+        train_size, test_size: `numbers`/`dates`: how many pairs to generate
+            (defaults 20,000/1,000 and 10,000/1,000); any other dataset: keep
+            a random subset of that many (fixed by `seed`), None for all.
+        test_ratio: the held-out share for `tsv:` without `test_path`
+            (default 0.05), `digits` and `images:` (default 0.2).
+        test_path: `tsv:` only: a second file holding the test pairs.
+        image_size: `images:` only: `(height, width)` or an int; required.
+        color_mode: `images:` only: "rgb", "grayscale" or "rgba".
+        seed: generation, split and subset seed.
+
+    Returns:
+        `TranslationData` or `ImageData`; `metadata["spec"]` is `spec`.
+
+    Raises:
+        ValueError: unknown spec, bad option; FileNotFoundError: missing file.
+    """
+    kind = dataset_kind(spec)
+    for name, value in (("train_size", train_size), ("test_size", test_size)):
+        if value is not None:
+            _check_count(name, value, 1 if name == "train_size" else 0)
+    if kind == "translation":
+        if spec in ("numbers", "dates"):
+            defaults = (20_000, 1_000) if spec == "numbers" else (10_000, 1_000)
+            data = get_translation_dataset(
+                spec,
+                num_train=defaults[0] if train_size is None else train_size,
+                num_test=defaults[1] if test_size is None else test_size,
+                seed=seed,
+            )
+        else:
+            data = get_translation_dataset(
+                spec,
+                test_path=test_path,
+                test_ratio=0.05 if test_ratio is None else test_ratio,
+                seed=seed,
+            )
+            (data.train_pairs,) = _subset(seed, [data.train_pairs], train_size, "train_size")
+            (data.test_pairs,) = _subset(seed + 1, [data.test_pairs], test_size, "test_size")
+    else:
+        if spec == "digits":
+            data = digits(test_ratio=0.2 if test_ratio is None else test_ratio, seed=seed)
+        elif spec in ("fashion-mnist", "fashion_mnist"):
+            data = fashion_mnist(data_dir)
+        else:
+            directory = spec[len("images:") :]
+            if not directory:
+                raise ValueError(f"'images:' needs a folder, e.g. 'images:photos/'; received {spec!r}")
+            if image_size is None:
+                raise ValueError("images: datasets need image_size=(height, width); received None")
+            data = images(
+                directory,
+                image_size,
+                test_ratio=0.2 if test_ratio is None else test_ratio,
+                seed=seed,
+                color_mode=color_mode,
+            )
+        data.x_train, data.y_train = _subset(seed, [data.x_train, data.y_train], train_size, "train_size")
+        data.x_test, data.y_test = _subset(seed + 1, [data.x_test, data.y_test], test_size, "test_size")
+    data.metadata["spec"] = spec
+    return data

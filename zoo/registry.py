@@ -78,6 +78,33 @@ def register_family(config_class, name, compile_fn=None, search_space=None):
     _FAMILIES[config_class] = Family(name, compile_fn, search_space)
 
 
+def register_search_space(config_class, search_space):
+    """Give the family of `config_class` its search space (`zoo.tuning` does, for the zoo's).
+
+    Args:
+        config_class: a config class registered with `register_family`.
+        search_space: a `zoo.tuning.SearchSpace` or a function
+            `(hp, fixed) -> dict of config overrides` (see `register`).
+    """
+    if config_class not in _FAMILIES:
+        raise ValueError(
+            f"{getattr(config_class, '__name__', config_class)!r} is not a registered family "
+            "config class; call register_family first."
+        )
+    _check_search_space(search_space)
+    _FAMILIES[config_class] = dataclasses.replace(
+        _FAMILIES[config_class], search_space=search_space
+    )
+
+
+def _check_search_space(search_space):
+    if search_space is not None and not callable(search_space):
+        raise ValueError(
+            "`search_space` must be a zoo.tuning.SearchSpace or a function "
+            f"(hp, fixed) -> dict of config overrides; received {search_space!r}."
+        )
+
+
 def register(
     name,
     builder,
@@ -100,8 +127,11 @@ def register(
         reference: the paper or source of the sizes.
         compile_fn: `(model, config) -> None` compiling the model; defaults to
             the family's recipe.
-        search_space: `(hp, fixed) -> dict of config overrides` for tuning;
-            defaults to the family's.
+        search_space: for `zoo.hypermodel` / `zoo tune`: a
+            `zoo.tuning.SearchSpace`, or a function `(hp, fixed) -> dict of
+            config overrides` declaring its hyperparameters on the
+            `keras_tuner.HyperParameters` `hp` and leaving the config fields in
+            `fixed` alone; defaults to the family's.
         overwrite: replace an existing entry silently (otherwise a warning).
     """
     if not isinstance(name, str) or not name:
@@ -112,6 +142,7 @@ def register(
         raise ValueError(
             f"`config` must be a dataclass instance; received {type(config).__name__}."
         )
+    _check_search_space(search_space)
     if name in _REGISTRY and not overwrite:
         warnings.warn(f"zoo.register: replacing the existing entry {name!r}.", stacklevel=2)
     _REGISTRY[name] = Entry(name, builder, config, reference, compile_fn, search_space)
@@ -162,8 +193,10 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
 
     Args:
         name: a registry name (`zoo.list()`).
-        strategy: a `tf.distribute.Strategy`; the model and its optimizer are
-            created inside its scope.
+        strategy: a `tf.distribute.Strategy` or a name of
+            `zoo.distribute.STRATEGIES` (`"mirrored"`, ...); the model and its
+            optimizer are created inside its scope, and `model.fit` then
+            distributes its dataset over the replicas (see `zoo.distribute`).
         compile: compile with the family's training recipe.
         **overrides: config fields to change (`zoo.config(name).__dataclass_fields__`).
 
@@ -172,6 +205,10 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
     """
     item = _entry(name)
     cfg = config(name, **overrides)
+    if isinstance(strategy, str):
+        from zoo.distribute import get_strategy
+
+        strategy = get_strategy(strategy)
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
         model = item.builder(cfg)
@@ -184,6 +221,10 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
                     f"Model {name!r} has no training recipe: register it with a `compile_fn`, "
                     "use one of the zoo's config classes, or call zoo.get(..., compile=False)."
                 )
+            from zoo.distribute import prepare_model
+
+            # Keras fixes for training under a strategy (clipping, multi-worker; zoo.distribute).
+            prepare_model(model)
     return model
 
 
@@ -260,6 +301,7 @@ __all__ = [
     "list",
     "register",
     "register_family",
+    "register_search_space",
     "search_space",
     "unregister",
 ]

@@ -1,0 +1,139 @@
+"""Single device vs `MirroredStrategy` on 2 logical CPUs, for each model family.
+
+Run by tests/test_distribute.py in a fresh process (logical devices must be
+configured before TensorFlow initialises its devices):
+
+    python tests/distributed_mirrored.py OUT.npz [FAMILY ...]
+
+For each family, the same tiny model (same seed, dropout 0, the recipe's label
+smoothing) is trained for a few steps at the same global batch, once without a
+strategy and once under `zoo.distribute.get_strategy("mirrored")`. The batches
+are made so that the two replicas see very different numbers of real tokens
+(the first half of each batch is long, the second half mostly padding), which
+is what a wrong reduction of the masked loss would get wrong. Saves, per family:
+the weight paths (`FAMILY/names`), and per run (`single`, `mirrored`) the
+initial and final weights (`FAMILY/RUN/initial`, `.../final`, object arrays in
+the order of the names) and the per-step logs of `fit` (`FAMILY/RUN/log/KEY`).
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0],
+    [tf.config.LogicalDeviceConfiguration()] * 2,
+)
+
+import keras  # noqa: E402
+
+import zoo  # noqa: E402
+from zoo import distribute  # noqa: E402
+
+SEED = 1234
+GLOBAL_BATCH = 8
+STEPS = 3
+
+FAMILIES = {
+    "transformer": (
+        "transformer-tiny",
+        dict(
+            vocabulary_size=40, num_encoder_layers=1, num_decoder_layers=1, d_model=16,
+            num_heads=2, intermediate_dim=32, dropout=0.0, max_length=16, warmup_steps=2,
+            learning_rate_scale=2.0,
+        ),
+    ),
+    "seq2seq": (
+        "seq2seq-bahdanau-small",
+        dict(
+            vocabulary_size=40, embedding_dim=8, encoder_units=16, decoder_units=16,
+            attention_units=16, maxout_units=8, max_length=16, learning_rate=1e-2,
+            clipnorm=0.5, label_smoothing=0.1,
+        ),
+    ),
+    "vit": (
+        "vit-tiny",
+        dict(
+            image_size=8, channels=1, patch_size=4, num_layers=1, hidden_dim=16, num_heads=2,
+            mlp_dim=32, num_classes=5, warmup_steps=1, decay_steps=50, label_smoothing=0.1,
+            learning_rate=1e-2,
+        ),
+    ),
+}
+
+
+def text_data(rng, vocabulary=40, length=10):
+    """`({"source", "target"}, labels)` with uneven padding between batch halves."""
+    n = GLOBAL_BATCH * STEPS
+    source = rng.integers(3, vocabulary, (n, length)).astype("int32")
+    target = rng.integers(3, vocabulary, (n, length + 1)).astype("int32")
+    for i in range(n):
+        # Rows 0-3 of each batch (replica 0) are long, rows 4-7 (replica 1) short.
+        keep = rng.integers(7, length + 1) if i % GLOBAL_BATCH < 4 else rng.integers(2, 4)
+        source[i, keep:] = 0
+        target[i, keep + 1:] = 0
+    return {"source": source, "target": target[:, :-1]}, target[:, 1:]
+
+
+def image_data(rng, config):
+    n = GLOBAL_BATCH * STEPS
+    images = rng.normal(size=(n, config["image_size"], config["image_size"], 1))
+    labels = rng.integers(0, config["num_classes"], (n,))
+    return images.astype("float32"), labels.astype("int32")
+
+
+class Recorder(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.logs = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.logs.append({k: float(v) for k, v in (logs or {}).items()})
+
+
+def train(name, overrides, data, strategy):
+    keras.utils.set_random_seed(SEED)
+    model = zoo.get(name, strategy=strategy, **overrides)
+    initial = [w.numpy() for w in model.weights]
+    x, y = data
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    recorder = Recorder()
+    model.fit(distribute.shard_by_data(dataset), epochs=1, verbose=0, callbacks=[recorder])
+    final = [w.numpy() for w in model.weights]
+    return [w.path for w in model.weights], initial, final, recorder.logs
+
+
+def as_objects(arrays):
+    """A 1-D object array holding `arrays` (of any shapes) as they are."""
+    result = np.empty(len(arrays), dtype=object)
+    for i, array in enumerate(arrays):
+        result[i] = array
+    return result
+
+
+def main(out, families):
+    rng = np.random.default_rng(SEED)
+    mirrored = distribute.get_strategy("mirrored")
+    if mirrored.num_replicas_in_sync != 2:
+        raise SystemExit(f"expected 2 replicas, got {mirrored.num_replicas_in_sync}")
+    results = {}
+    for family in families:
+        name, overrides = FAMILIES[family]
+        data = image_data(rng, overrides) if family == "vit" else text_data(rng)
+        for run, strategy in (("single", None), ("mirrored", mirrored)):
+            names, initial, final, logs = train(name, overrides, data, strategy)
+            results[f"{family}/names"] = np.array(names)
+            results[f"{family}/{run}/initial"] = as_objects(initial)
+            results[f"{family}/{run}/final"] = as_objects(final)
+            for key in logs[0]:
+                results[f"{family}/{run}/log/{key}"] = np.array([step[key] for step in logs])
+        print(f"{family}: done", flush=True)
+    np.savez(out, **results)  # weights as object arrays: load with allow_pickle=True
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:] or list(FAMILIES))

@@ -1,0 +1,107 @@
+"""Runs one `zoo train ...` command line, as one worker of a job, with probes for the tests.
+
+Run by tests/test_distribute.py, one process per worker (`TF_CONFIG` set for
+`--strategy multiworker`):
+
+    python tests/distributed_worker.py --weights FILE --log FILE [--pause-at E:B] \
+        -- train transformer-tiny --data numbers --strategy multiworker --out RUN ...
+
+The arguments after `--` go to the real command line (`zoo.cli.main`), which
+calls `zoo.train.train`; this script only wraps that call to add:
+
+- `--log`: one JSON line per event (`start`, `epoch_begin`, `epoch_end`,
+  `paused`, `done`), appended, so a restarted job adds to the killed one's.
+- `--weights`: the final weights (`.npz`, keyed by variable path), each
+  worker its own file.
+- `--pause-at E:B`: sleep after batch B of epoch E (0-based) until killed
+  (the fault-tolerance test).
+- After training (unless `--no-export`), every worker exports the model as a SavedModel
+  (`model.export`; TensorFlow wants every worker in a save): the chief into
+  `RUN/export`, the others into a temporary directory
+  (`zoo.distribute.worker_dir`), removed afterwards.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--weights", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--pause-at", default=None)
+    parser.add_argument("--no-export", action="store_true")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    pause_at = tuple(int(v) for v in args.pause_at.split(":")) if args.pause_at else None
+
+    # Nothing here may run a TensorFlow op before `train` creates the strategy
+    # (MultiWorkerMirroredStrategy must come first).
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from zoo import cli, distribute, train
+
+    keras.config.disable_traceback_filtering()  # Full tracebacks in the test logs.
+    tf.debugging.disable_traceback_filtering()
+
+    def write(**event):
+        with open(args.log, "a") as f:
+            f.write(json.dumps(event) + "\n")
+
+    class EventLog(keras.callbacks.Callback):
+        epoch = None
+
+        def on_train_begin(self, logs=None):
+            strategy = self.model.distribute_strategy
+            write(event="start", chief=distribute.is_chief(strategy),
+                  replicas=strategy.num_replicas_in_sync)
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+            write(event="epoch_begin", epoch=epoch)
+
+        def on_epoch_end(self, epoch, logs=None):
+            write(event="epoch_end", epoch=epoch, loss=float(logs["loss"]))
+
+        def on_train_batch_end(self, batch, logs=None):
+            if pause_at == (self.epoch, batch):
+                write(event="paused", epoch=self.epoch, batch=batch)
+                time.sleep(600)  # Until the test kills this process.
+
+    results = []
+    real_train = train.train
+
+    def probed_train(*positional, **keywords):
+        keywords["callbacks"] = [*(keywords.get("callbacks") or []), EventLog()]
+        results.append(real_train(*positional, **keywords))
+        return results[-1]
+
+    train.train = probed_train
+    status = cli.main(command)
+    if status or not results:
+        return status or 1
+
+    result = results[0]
+    model = result.model
+    strategy = model.distribute_strategy
+    np.savez(args.weights, **{w.path: w.numpy() for w in model.weights})
+    export = None
+    if not args.no_export:
+        export = distribute.worker_dir(os.path.join(str(result.run_dir), "export"), strategy)
+        model.export(export, format="tf_saved_model", verbose=False)
+        distribute.cleanup_worker_dir(export, strategy)
+    write(event="done", epochs=result.epochs, initial_epoch=result.initial_epoch, export=export,
+          export_exists=export is not None and os.path.exists(export))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""Distributed training (`zoo.distribute`) proven on CPU.
+
+- `MirroredStrategy` over 2 logical CPUs vs one device, every model family
+  (tests/distributed_mirrored.py, in a fresh process).
+- `MultiWorkerMirroredStrategy`: the README's two-worker `zoo train` command
+  lines on 127.0.0.1 (tests/distributed_worker.py), one worker SIGKILLed in
+  the middle of an epoch, the job restarted and resumed, compared with an
+  uninterrupted single-replica run.
+- `TPUStrategy` without a TPU: a quick one-line error.
+"""
+
+import json
+import os
+import pathlib
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from zoo import distribute
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+TIMEOUT = 240  # seconds for any one process; they take seconds on an idle machine
+
+# The key bias of dot-product attention has no effect on the output (it adds
+# q·b_k to every score of a row, which the softmax cancels), so its gradient
+# is rounding noise, which Adam's normalisation (ε = 1e-9) turns into steps of
+# full size: it is the one weight whose value differs between two summation
+# orders. Everything else must match.
+NOISE_ONLY = re.compile(r"key_bias")
+
+
+def _tail(path, lines=40):
+    try:
+        return "\n".join(pathlib.Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no output)"
+
+
+# === The API, in this process ===
+
+
+def test_get_strategy_names_and_errors():
+    assert distribute.get_strategy("default") is tf.distribute.get_strategy()
+    strategy = tf.distribute.get_strategy()
+    assert distribute.get_strategy(strategy) is strategy
+    with pytest.raises(ValueError, match="default, mirrored, multiworker, tpu"):
+        distribute.get_strategy("gpus")
+    assert distribute.global_batch_size(32, strategy) == 32
+    with pytest.raises(ValueError, match="per_replica"):
+        distribute.global_batch_size(0, strategy)
+    assert distribute.default_policy(strategy) is None
+    assert distribute.is_chief(strategy)
+    assert distribute.worker_dir("runs/x", strategy) == "runs/x"
+    assert distribute.worker_path("runs/x/model.keras", strategy) == "runs/x/model.keras"
+    assert distribute.worker_backup_dir("runs/x/backup", strategy) == "runs/x/backup"
+
+
+@pytest.mark.parametrize(
+    "tf_config, message",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"task": {"type": "worker", "index": 0}}', "'cluster' and a 'task'"),
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}', "not in its cluster"),
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}', "not in its cluster"),
+    ],
+)
+def test_multiworker_rejects_malformed_tf_config(monkeypatch, tf_config, message):
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    with pytest.raises(ValueError, match="TF_CONFIG") as error:
+        distribute.get_strategy("multiworker")
+    assert message in str(error.value)
+
+
+def test_shard_by_data_sets_the_auto_shard_policy():
+    dataset = distribute.shard_by_data(tf.data.Dataset.range(8).batch(4))
+    policy = dataset.options().experimental_distribute.auto_shard_policy
+    assert policy == tf.data.experimental.AutoShardPolicy.DATA
+    with pytest.raises(ValueError, match="dataset"):
+        distribute.shard_by_data([1, 2, 3])
+
+
+def _closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("tpu", ["no-such-tpu", "grpc://127.0.0.1:{port}"])
+def test_tpu_without_tpu_is_a_quick_one_line_error(tpu):
+    tpu = tpu.format(port=_closed_port())
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="No TPU found") as error:
+        distribute.get_strategy("tpu", tpu=tpu)
+    assert time.monotonic() - started < 15
+    assert "\n" not in str(error.value) and tpu in str(error.value)
+
+
+def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(tmp_path):
+    # `--tpu local` goes all the way to initialize_tpu_system, in a fresh process.
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo", "train", "transformer-tiny", "--data", "numbers",
+         "--strategy", "tpu", "--tpu", "local", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo train: error:")]
+    assert len(errors) == 1 and "No TPU found (--tpu 'local')" in errors[0], result.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
+
+
+# === MirroredStrategy on 2 logical CPUs ===
+
+
+def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
+    out = tmp_path / "mirrored.npz"
+    result = subprocess.run(
+        [sys.executable, str(TESTS / "distributed_mirrored.py"), str(out)],
+        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    runs = np.load(out, allow_pickle=True)
+    for family in ("transformer", "seq2seq", "vit"):
+        names = list(runs[f"{family}/names"])
+        single = {k: runs[f"{family}/single/{k}"] for k in ("initial", "final")}
+        mirrored = {k: runs[f"{family}/mirrored/{k}"] for k in ("initial", "final")}
+        # Same seed, same weights before training.
+        for i, name in enumerate(names):
+            np.testing.assert_array_equal(mirrored["initial"][i], single["initial"][i], err_msg=name)
+        # The same per-step losses and metrics (fit's running means over the epoch).
+        logs = sorted(k.rsplit("/", 1)[1] for k in runs.files if k.startswith(f"{family}/single/log/"))
+        assert "loss" in logs and len(logs) == 2, logs
+        for key in logs:
+            np.testing.assert_allclose(
+                runs[f"{family}/mirrored/log/{key}"], runs[f"{family}/single/log/{key}"],
+                rtol=1e-5, err_msg=f"{family} {key}",
+            )
+        # The same weights after training; and training moved them.
+        moved = 0.0
+        for i, name in enumerate(names):
+            moved = max(moved, float(np.abs(single["final"][i] - single["initial"][i]).max()))
+            if not NOISE_ONLY.search(name):
+                np.testing.assert_allclose(
+                    mirrored["final"][i], single["final"][i], rtol=1e-4, atol=2e-5,
+                    err_msg=f"{family} {name}",
+                )
+        assert moved > 1e-2, (family, moved)
+
+
+# === MultiWorkerMirroredStrategy: the README's commands, a worker killed, a restart ===
+
+# Appended to the README's command lines: seconds instead of minutes.
+TINY_ARGS = [
+    "--train-size", "64", "--test-size", "8", "--batch-size", "4", "--val-ratio", "0",
+    "--set", "num_encoder_layers=1", "--set", "num_decoder_layers=1", "--set", "d_model=16",
+    "--set", "num_heads=2", "--set", "intermediate_dim=32", "--set", "dropout=0.0",
+    "--set", "warmup_steps=4", "--set", "max_length=32",
+]
+
+
+def readme_two_worker_commands():
+    """`[(TF_CONFIG dict, zoo argv)]` of the README's CPU two-worker block."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Training on GPUs and TPUs", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line)
+        if not words or words[0] == "wait":
+            continue
+        assert words[0].startswith("TF_CONFIG=") and words[1] == "zoo" and words[-1] == "&", line
+        commands.append((json.loads(words[0].split("=", 1)[1]), words[2:-1]))
+    return commands
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _events(path):
+    if not pathlib.Path(path).exists():
+        return []
+    return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line]
+
+
+@pytest.fixture
+def processes():
+    """Starts processes; whatever happens, every one still running is killed at the end."""
+    started = []
+
+    def start(argv, env, log):
+        with open(log, "ab") as output:
+            process = subprocess.Popen(
+                argv, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+
+
+def _wait(process, deadline, output):
+    try:
+        return process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"pid {process.pid} still running after its deadline:\n{_tail(output)}")
+
+
+def test_multiworker_readme_commands_kill_a_worker_and_resume(tmp_path, processes):
+    commands = readme_two_worker_commands()
+    assert len(commands) == 2
+    assert [c["task"] for c, _ in commands] == [
+        {"type": "worker", "index": 0}, {"type": "worker", "index": 1}
+    ]
+    for _, argv in commands:
+        assert argv[:2] == ["train", "transformer-tiny"] and "--strategy" in argv
+        assert argv[argv.index("--strategy") + 1] == "multiworker"
+        assert argv[argv.index("--epochs") + 1] == "3"
+    run_dir = tmp_path / "two-workers"
+
+    def worker_argv(argv, weights, log, pause_at=None):
+        argv = list(argv)
+        argv[argv.index("--out") + 1] = str(run_dir)
+        probe = ["--weights", str(weights), "--log", str(log)]
+        if pause_at:
+            probe += ["--pause-at", pause_at]
+        return [sys.executable, str(TESTS / "distributed_worker.py"), *probe, "--", *argv, *TINY_ARGS]
+
+    def start_job(round_, pause_at=None):
+        ports = _free_ports(2)
+        temp = tmp_path / f"tmp-{round_}"  # each worker's temporary folders go here
+        temp.mkdir()
+        job = []
+        for index, (tf_config, argv) in enumerate(commands):
+            tf_config = dict(tf_config, cluster={"worker": [f"127.0.0.1:{p}" for p in ports]})
+            env = dict(ENV, TF_CONFIG=json.dumps(tf_config), TMPDIR=str(temp))
+            files = {k: tmp_path / f"{k}-{round_}-{index}" for k in ("weights", "log", "out")}
+            files["weights"] = files["weights"].with_suffix(".npz")
+            pause = pause_at if index == 1 else None  # only worker 1 stops
+            process = processes(
+                worker_argv(argv, files["weights"], files["log"], pause), env, files["out"]
+            )
+            job.append((process, files))
+        return job, temp
+
+    # The reference: the same training on a single replica (`--strategy mirrored`
+    # on this one-device process, see distributed_worker.py), killed and resumed
+    # at the same point: a restarted process reshuffles its data from the start
+    # (`shuffle(seed=...)` starts over), so an interrupted run sees other batches
+    # after the restart than an uninterrupted one; the interruption itself must
+    # change nothing else.
+    _, reference_argv = commands[0]
+    reference_argv = list(reference_argv)
+    reference_argv[reference_argv.index("--strategy") + 1] = "mirrored"
+    reference_argv[reference_argv.index("--out") + 1] = str(tmp_path / "reference")
+    reference_files = {"weights": tmp_path / "reference.npz", "log": tmp_path / "reference.log"}
+
+    def start_reference(pause_at=None):
+        probe = ["--weights", str(reference_files["weights"]), "--log", str(reference_files["log"]),
+                 "--no-export"]
+        if pause_at:
+            probe += ["--pause-at", pause_at]
+        return processes(
+            [sys.executable, str(TESTS / "distributed_worker.py"), *probe, "--",
+             *reference_argv, *TINY_ARGS, "--batch-size", "8"],  # the same global batch
+            ENV, tmp_path / "reference.out",
+        )
+
+    def paused(log):
+        return any(e["event"] == "paused" for e in _events(log))
+
+    # --- Round 1: worker 1 stops after the 2nd step of epoch 1; SIGKILL it, then the chief.
+    reference = start_reference(pause_at="1:1")
+    job, _ = start_job(1, pause_at="1:1")
+    deadline = time.monotonic() + TIMEOUT
+    (chief, chief_files), (worker, worker_files) = job
+    watched = [*job, (reference, {"out": tmp_path / "reference.out"})]
+    while not (paused(worker_files["log"]) and paused(reference_files["log"])):
+        for process, files in watched:
+            if process.poll() is not None:
+                pytest.fail(f"a process ended early (rc {process.returncode}):\n{_tail(files['out'])}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no pause before the deadline:\n{_tail(worker_files['out'])}")
+        time.sleep(0.2)
+    os.kill(reference.pid, signal.SIGKILL)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+    try:  # The chief cannot go on without worker 1 (it waits at the next all-reduce).
+        chief.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        os.kill(chief.pid, signal.SIGKILL)
+        chief.wait(timeout=30)
+    assert worker.returncode == -signal.SIGKILL
+    for _, files in job:
+        ends = [e["epoch"] for e in _events(files["log"]) if e["event"] == "epoch_end"]
+        assert ends == [0], ends  # epoch 0 done, epoch 1 interrupted
+    backup = json.loads((run_dir / "backup" / "training_metadata.json").read_text())
+    assert backup["epoch"] == 1
+    assert not (run_dir / "summary.json").exists()
+
+    # --- Round 2: the same commands again resume from the backup of epoch 0.
+    reference.wait(timeout=30)
+    job, temp = start_job(2)
+    reference = start_reference()
+    deadline = time.monotonic() + TIMEOUT
+    for process, files in job:
+        assert _wait(process, deadline, files["out"]) == 0, _tail(files["out"])
+    assert _wait(reference, deadline, tmp_path / "reference.out") == 0, _tail(
+        tmp_path / "reference.out"
+    )
+
+    for index, (_, files) in enumerate(job):
+        events = _events(files["log"])
+        assert events[0]["event"] == "start" and events[0]["chief"] == (index == 0)
+        assert events[0]["replicas"] == 2
+        # Epoch 0 is not trained again; epoch 1 (interrupted) and 2 are.
+        assert [e["epoch"] for e in events if e["event"] == "epoch_begin"] == [1, 2]
+        done = events[-1]
+        assert done["event"] == "done" and done["initial_epoch"] == 1
+        if index == 0:
+            assert done["epochs"] == 3  # (worker 1 counts the epochs of its own temporary history)
+            assert done["export"] == str(run_dir / "export") and done["export_exists"]
+        else:  # worker 1 exported into a temporary folder, removed since
+            assert not done["export"].startswith(str(run_dir)) and not done["export_exists"]
+
+    # Both workers end with identical weights, equal to the single replica's.
+    weights = [np.load(files["weights"]) for _, files in job]
+    expected = np.load(reference_files["weights"])
+    assert sorted(weights[0].files) == sorted(weights[1].files) == sorted(expected.files)
+    for name in expected.files:
+        np.testing.assert_array_equal(weights[1][name], weights[0][name], err_msg=name)
+        if not NOISE_ONLY.search(name):
+            np.testing.assert_allclose(
+                weights[0][name], expected[name], rtol=1e-3, atol=2e-4, err_msg=name
+            )
+
+    # Only the chief wrote the run directory: config, history (each epoch once),
+    # final checkpoints and export; the backup is gone, and worker 1 left
+    # nothing in its temporary folder.
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["epochs"] == 3 and summary["resumed_from_epoch"] == 1
+    history = (run_dir / "history.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in history[1:]] == ["0", "1", "2"]
+    for path in ("config.json", "checkpoints/last.keras", "export/saved_model.pb",
+                 "tokenizer/vocab.txt"):
+        assert (run_dir / path).is_file(), path
+    assert not (run_dir / "backup").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("two-workers")) == [
+        "two-workers"
+    ]
+    assert list(temp.iterdir()) == []

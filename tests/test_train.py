@@ -1,0 +1,465 @@
+"""zoo/train.py (the API behind `zoo train/evaluate/export/predict`) and `zoo.datasets.load`."""
+
+import csv
+import gzip
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import zoo
+from zoo import datasets, text
+from zoo import train as training
+
+TINY_TRANSFORMER = dict(
+    num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=2, intermediate_dim=64,
+    vocabulary_size=200, max_length=24,
+)
+
+
+def write(path, data):
+    path.write_bytes(data)
+    return path
+
+
+# === zoo.datasets.load ===
+
+
+def test_load_resolves_every_translation_spec(tmp_path):
+    data = datasets.load("numbers", train_size=30, test_size=5, seed=3)
+    assert (len(data.train_pairs), len(data.test_pairs)) == (30, 5)
+    assert data.train_pairs == datasets.numbers(num_train=30, num_test=5, seed=3).train_pairs
+    assert data.metadata["spec"] == "numbers"
+    assert len(datasets.load("dates", train_size=10, test_size=2).train_pairs) == 10
+    # BOM, CRLF, a blank line and malformed lines: skipped and counted, never silently.
+    path = write(
+        tmp_path / "pairs.tsv",
+        b"\xef\xbb\xbfeins\tone\r\n\r\nzwei\ttwo\nno tab\ndrei\tthree\textra\nvier\tfour\n"
+        b"f\xfcnf\tfive\n",
+    )
+    data = datasets.load(f"tsv:{path}", test_ratio=0.34)
+    assert sorted(data.train_pairs + data.test_pairs) == [
+        ("eins", "one"), ("vier", "four"), ("zwei", "two")
+    ]
+    assert len(data.test_pairs) == 1
+    assert data.skipped == {"blank": 1, "no_tab": 1, "extra_tab": 1, "empty_side": 0,
+                            "invalid_utf8": 1}
+    test_file = write(tmp_path / "test.tsv", b"acht\teight\n")
+    data = datasets.load(f"tsv:{path}", test_path=test_file, train_size=2)
+    assert data.test_pairs == [("acht", "eight")] and len(data.train_pairs) == 2
+    assert set(data.train_pairs) <= {("eins", "one"), ("zwei", "two"), ("vier", "four")}
+
+
+def test_load_resolves_image_specs_with_subsets(tmp_path):
+    data = datasets.load("digits", train_size=50, test_size=20, seed=1)
+    assert data.x_train.shape == (50, 8, 8, 1) and data.x_test.shape == (20, 8, 8, 1)
+    full = datasets.digits(seed=1)
+    # The subset is a subset: every kept image is one of the full split's, label included.
+    index = {image.tobytes(): label for image, label in zip(full.x_train, full.y_train)}
+    assert all(index[image.tobytes()] == label for image, label in zip(data.x_train, data.y_train))
+    for name in ("a", "b"):
+        (tmp_path / "imgs" / name).mkdir(parents=True)
+        for i in range(5):
+            keras.utils.save_img(tmp_path / "imgs" / name / f"{i}.png",
+                                 np.full((9, 7, 3), 40 * i, np.uint8))
+    data = datasets.load(f"images:{tmp_path / 'imgs'}", image_size=6, test_ratio=0.2,
+                         color_mode="grayscale")
+    assert data.class_names == ["a", "b"]
+    assert data.x_train.shape[1:] == (6, 6, 1) and len(data.x_train) + len(data.x_test) == 10
+
+
+@pytest.mark.parametrize(
+    "spec, kwargs, error, message",
+    [
+        ("wmt14", {}, ValueError, "unknown dataset 'wmt14'; available: numbers"),
+        ("tsv:", {}, ValueError, "needs a path"),
+        ("tsv:/no/such/file.tsv", {}, FileNotFoundError, "/no/such/file.tsv"),
+        ("images:", {}, ValueError, "needs a folder"),
+        ("images:/tmp", {}, ValueError, "image_size"),
+        ("numbers", {"train_size": 0}, ValueError, "train_size must be an int >= 1"),
+        ("fashion-mnist", {"data_dir": "/no/such/dir"}, FileNotFoundError, "not found"),
+    ],
+)
+def test_load_rejects_bad_specs(spec, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        datasets.load(spec, **kwargs)
+
+
+def test_dataset_kind_and_family_check():
+    assert datasets.dataset_kind("tsv:x.tsv") == "translation"
+    assert datasets.dataset_kind("fashion-mnist") == "image"
+    assert training.check_data_fits("transformer-tiny", "numbers") == "translation"
+    assert training.check_data_fits("seq2seq-bahdanau-small", "tsv:x") == "translation"
+    assert training.check_data_fits("vit-tiny", "images:x") == "image"
+    with pytest.raises(ValueError, match="'numbers' holds translation data but 'vit-tiny'"):
+        training.check_data_fits("vit-tiny", "numbers")
+    with pytest.raises(ValueError, match="use a translation dataset"):
+        training.check_data_fits("transformer-tiny", "digits")
+
+
+# === Callbacks: history, checkpoints and backup across an interruption ===
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Raises at the start of `epoch`, as a kill would stop the process there."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt
+
+
+def _dense_model():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"),
+                              keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    return model
+
+
+def _fit(model, run_dir, epochs, extra=()):
+    x = np.linspace(-1, 1, 48, dtype="float32").reshape(16, 3)
+    y = np.sin(x.sum(axis=1, keepdims=True))
+    backup = training.Backup(run_dir / "backup")
+    callbacks = [
+        training.HistoryCSV(run_dir / "history.csv"),
+        training.Checkpoints(run_dir / "checkpoints", "val_loss", run_dir / "history.csv"),
+        backup,
+        *extra,
+    ]
+    model.fit(x, y, batch_size=4, epochs=epochs, shuffle=False, validation_data=(x, y),
+              callbacks=callbacks, verbose=0)
+    return backup
+
+
+def test_interrupted_and_resumed_training_equals_an_uninterrupted_one(tmp_path):
+    straight = _dense_model()
+    _fit(straight, tmp_path / "straight", epochs=6)
+
+    model = _dense_model()
+    with pytest.raises(KeyboardInterrupt):
+        _fit(model, tmp_path / "resumed", epochs=6, extra=[Interrupt(4)])
+    metadata = json.loads((tmp_path / "resumed/backup/training_metadata.json").read_text())
+    assert metadata["epoch"] == 4 and metadata["steps"] == 16
+    assert [p.name for p in (tmp_path / "resumed/backup").glob("*.h5")] == ["epoch-4.weights.h5"]
+
+    restarted = _dense_model()  # a fresh process: new weights, restored from the backup
+    backup = _fit(restarted, tmp_path / "resumed", epochs=6)
+    assert backup.restored_epoch == 4 and backup.steps == 24
+    assert not (tmp_path / "resumed/backup").exists()  # removed once training ended
+    # Weights and optimizer state (Adam's moments) came back: the same end point.
+    for a, b in zip(straight.get_weights(), restarted.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    rows = training.read_history(tmp_path / "resumed/history.csv")
+    reference = training.read_history(tmp_path / "straight/history.csv")
+    assert [row["epoch"] for row in rows] == [0, 1, 2, 3, 4, 5]
+    np.testing.assert_allclose([r["loss"] for r in rows], [r["loss"] for r in reference],
+                               rtol=1e-5)
+    last = keras.saving.load_model(tmp_path / "resumed/checkpoints/last.keras")
+    for a, b in zip(last.get_weights(), restarted.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    # With this seed the best validation loss comes before the interruption and the
+    # epochs after it are worse: the restarted run must keep that best.keras.
+    val_losses = [r["val_loss"] for r in rows]
+    assert int(np.argmin(val_losses)) == 3 and min(val_losses[4:]) > val_losses[3]
+    best = keras.saving.load_model(tmp_path / "resumed/checkpoints/best.keras")
+    best_straight = keras.saving.load_model(tmp_path / "straight/checkpoints/best.keras")
+    for a, b in zip(best.get_weights(), best_straight.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_history_drops_rows_of_epochs_trained_again(tmp_path):
+    path = tmp_path / "history.csv"
+    with path.open("w", newline="") as file:  # epochs 0-2 logged, but the backup says 2
+        writer = csv.writer(file)
+        writer.writerow(["epoch", "loss"])
+        writer.writerows([[0, 3.0], [1, 2.0], [2, 1.5]])
+    callback = training.HistoryCSV(path)
+    callback.on_train_begin()
+    callback.on_epoch_begin(2)
+    assert [row["epoch"] for row in training.read_history(path)] == [0, 1]
+    callback.on_epoch_end(2, {"loss": 1.25, "accuracy": 0.5})
+    rows = training.read_history(path)
+    assert [(row["epoch"], row["loss"]) for row in rows] == [(0, 3.0), (1, 2.0), (2, 1.25)]
+    assert np.isnan(rows[0]["accuracy"]) and rows[2]["accuracy"] == 0.5
+    assert not list(tmp_path.glob(".history*"))  # no temporary file left behind
+
+
+def test_a_half_written_backup_weights_file_is_ignored(tmp_path):
+    model = _dense_model()
+    with pytest.raises(KeyboardInterrupt):
+        _fit(model, tmp_path, epochs=3, extra=[Interrupt(2)])
+    saved = [w.copy() for w in model.get_weights()]
+    # A kill while writing epoch 3's weights leaves a partial new file; the metadata
+    # still names epoch 2's complete file, which is what a restart restores.
+    write(tmp_path / "backup/epoch-3.weights.h5", b"\x89HDF\r\n partial")
+    fresh = _dense_model()
+    backup = training.Backup(tmp_path / "backup")
+    backup.set_model(fresh)
+    backup.on_train_begin()
+    assert backup.restored_epoch == 2
+    for a, b in zip(saved, fresh.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+# === train(), load_run(), evaluate() in-process ===
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = training.train(
+        "transformer-tiny", "numbers", out, epochs=2, train_size=200, test_size=6,
+        overrides=TINY_TRANSFORMER, seed=3, verbose=0, quiet=True,
+    )
+    return out, result
+
+
+def test_train_writes_a_complete_run_directory(tiny_run):
+    out, result = tiny_run
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"] == "transformer-tiny" and config["kind"] == "translation"
+    assert config["data"] == {
+        "spec": "numbers",
+        "options": {"data_dir": None, "train_size": 200, "test_size": 6, "test_ratio": None,
+                    "test_path": None},
+        "num_train": 190, "num_validation": 10, "num_test": 6,
+        "skipped": {}, "class_names": None,
+    }
+    tokenizer = text.WordPieceTokenizer.load(out / "tokenizer")
+    # The model's vocabulary is the tokenizer's, capped by the config's vocabulary_size.
+    assert config["model_config"]["vocabulary_size"] == tokenizer.vocab_size <= 200
+    assert config["model_config"]["d_model"] == 32
+    assert config["training"]["epochs"] == 2 and config["training"]["seed"] == 3
+    assert config["training"]["global_batch_size"] == 64
+    assert config["versions"]["tensorflow"] == tf.__version__
+    assert config["num_params"] == zoo.describe(
+        "transformer-tiny", **config["model_config"]).num_params
+    rows = training.read_history(out / "history.csv")
+    assert [row["epoch"] for row in rows] == [0, 1]
+    assert {"loss", "val_loss", "masked_accuracy", "val_masked_accuracy"} <= set(rows[0])
+    np.testing.assert_allclose(result.history["loss"], [row["loss"] for row in rows])
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list((out / "logs").rglob("events.out.tfevents.*"))
+    assert not (out / "backup").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["epochs"] == 2 and summary["completed"] and summary["stopped_by"] is None
+    # 190 pairs in bucketed batches of 64: at least 3 steps per epoch.
+    assert summary["steps"] >= 6
+    # The last checkpoint is the returned model.
+    last = keras.saving.load_model(out / "checkpoints/last.keras", compile=False)
+    batch = {"source": np.array([[5, 6, 3]]), "target": np.array([[2, 7]])}
+    np.testing.assert_allclose(last(batch), result.model(batch), atol=1e-6)
+
+
+class DieAtTrainEnd(keras.callbacks.Callback):
+    """Raises once fit() is over, as a kill would before `summary.json` is written."""
+
+    def on_train_end(self, logs=None):
+        raise KeyboardInterrupt
+
+
+def test_train_is_deterministic_and_a_kill_after_the_last_epoch_loses_nothing(
+    tiny_run, tmp_path
+):
+    _, first = tiny_run
+    out = tmp_path / "again"
+    with pytest.raises(KeyboardInterrupt):
+        training.train(
+            "transformer-tiny", "numbers", out, epochs=2, train_size=200, test_size=6,
+            overrides=TINY_TRANSFORMER, seed=3, verbose=0, quiet=True,
+            callbacks=[DieAtTrainEnd()],
+        )
+    # Same arguments and seed: the same losses, epoch by epoch.
+    rows = training.read_history(out / "history.csv")
+    np.testing.assert_allclose([r["loss"] for r in rows], first.history["loss"], rtol=1e-5)
+    assert not (out / "summary.json").exists()
+    weights = keras.saving.load_model(out / "checkpoints/last.keras").get_weights()
+    for a, b in zip(weights, first.model.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    # Started again, the run finds both epochs done: nothing is trained or lost.
+    resumed = training.train("transformer-tiny", None, out, verbose=0, quiet=True)
+    assert resumed.initial_epoch == 2 and resumed.epochs == 2
+    assert resumed.summary["steps"] == first.summary["steps"]
+    assert training.read_history(out / "history.csv") == rows
+    for a, b in zip(resumed.model.get_weights(), weights):
+        np.testing.assert_array_equal(a, b)
+    assert not (out / "backup").exists() and (out / "summary.json").exists()
+
+
+def test_resume_refuses_conflicts_and_finished_runs(tiny_run, tmp_path):
+    out, _ = tiny_run
+    with pytest.raises(training.RunFinishedError, match="finished run"):
+        training.train("transformer-tiny", "numbers", out)
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    config = json.loads((out / "config.json").read_text())
+    (unfinished / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"epochs=3 \(saved: 2\)"):
+        training.train("transformer-tiny", "numbers", unfinished, epochs=3)
+    with pytest.raises(ValueError, match=r"data 'dates' \(saved: 'numbers'\)"):
+        training.train("transformer-tiny", "dates", unfinished)
+    with pytest.raises(ValueError, match="model 'transformer-small'"):
+        training.train("transformer-small", None, unfinished)
+    with pytest.raises(ValueError, match="overrides"):
+        training.train("transformer-tiny", None, unfinished, overrides={"d_model": 64})
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty and holds no zoo run"):
+        training.train("transformer-tiny", "numbers", stray)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(name="transformr-tiny", data="numbers"), "Did you mean 'transformer-tiny'"),
+        (dict(name="vit-tiny", data="numbers"), "holds translation data"),
+        (dict(name="transformer-tiny", data=None), "data is required"),
+        (dict(name="transformer-tiny", data="numbers", epochs=0), "epochs must be a positive"),
+        (dict(name="transformer-tiny", data="numbers", overrides={"d_modl": 3}), "d_modl"),
+        (dict(name="transformer-tiny", data="numbers", mixed_precision="fp8"), "mixed_precision"),
+        (dict(name="transformer-tiny", data="numbers", strategy="gpu-cluster"), "Unknown strategy"),
+    ],
+)
+def test_train_rejects_bad_arguments_before_any_work(kwargs, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        training.train(out=tmp_path / "run", **kwargs)
+    assert not (tmp_path / "run").exists()
+
+
+def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
+    out, _ = tiny_run
+    run = training.load_run(out)
+    assert run.kind == "translation" and run.source_tokenizer is run.target_tokenizer
+    data = datasets.numbers(num_train=200, num_test=6, seed=3)
+    sources = [source for source, _ in data.test_pairs]
+    # Reference: the decoder called directly on the pipeline's encoding (x + [END]).
+    ids = run.source_tokenizer.tokenize(tf.constant(sources))
+    rows = [row[:23] + [text.END_ID] for row in ids.to_list()]
+    source = tf.constant([row + [0] * (max(map(len, rows)) - len(row)) for row in rows])
+    expected = run.target_tokenizer.detokenize(
+        zoo.decode.greedy_decode(run.model, source, max_length=24)
+    ).numpy()
+    assert training.translate(run, sources, beam_size=1) == [e.decode() for e in expected]
+
+    metrics = training.evaluate(out, beam_size=2, quiet=True)
+    references = training.canonical(run.target_tokenizer, [t for _, t in data.test_pairs])
+    hypotheses = training.translate(run, sources, beam_size=1)
+    exact = 100 * np.mean([h == r for h, r in zip(hypotheses, references)])
+    assert metrics["greedy"]["exact_match"] == pytest.approx(exact)
+    assert metrics["num_examples"] == 6 and metrics["beam"]["beam_size"] == 2
+    assert json.loads((out / "metrics.json").read_text())["greedy"] == metrics["greedy"]
+
+
+def test_canonical_references_and_scores():
+    tokenizer = text.WordPieceTokenizer.from_corpus(["Three hundred and twenty-four"] * 3, 60)
+    assert training.canonical(tokenizer, ["Three hundred and twenty-four"]) == [
+        "three hundred and twenty-four"
+    ]
+    import sacrebleu
+
+    hypotheses, references = ["a b c d", "x y"], ["a b c d", "x z"]
+    exact, bleu = training._scores(hypotheses, references)
+    assert exact == 50.0
+    assert bleu == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+
+
+# === Images ===
+
+
+def write_fashion_idx(directory, rng, num_train=96, num_test=16):
+    """Tiny IDX files laid out as Fashion-MNIST's (random pixels, labels 0-9)."""
+    directory.mkdir(parents=True)
+
+    def idx(array):
+        return bytes([0, 0, 8, array.ndim]) + np.asarray(array.shape, ">u4").tobytes() + \
+            array.tobytes()
+
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (num_train, 28, 28), dtype=np.uint8),
+        "train-labels-idx1-ubyte": np.arange(num_train, dtype=np.uint8) % 10,
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (num_test, 28, 28), dtype=np.uint8),
+        "t10k-labels-idx1-ubyte": np.arange(num_test, dtype=np.uint8) % 10,
+    }
+    for stem, array in arrays.items():
+        (directory / f"{stem}.gz").write_bytes(gzip.compress(idx(array)))
+    return arrays
+
+
+def test_vit_on_fashion_mnist_files_takes_its_sizes_from_the_data(tmp_path, rng):
+    arrays = write_fashion_idx(tmp_path / "fm", rng)
+    result = training.train(
+        "vit-tiny", "fashion-mnist", tmp_path / "run", epochs=2, batch_size=32, max_steps=4,
+        data_dir=str(tmp_path / "fm"), val_ratio=0.0, verbose=0, quiet=True,
+        overrides=dict(num_layers=1, hidden_dim=16, num_heads=2, mlp_dim=32, patch_size=7),
+    )
+    config = training.read_config(tmp_path / "run")
+    assert config["model_config"]["image_size"] == 28 and config["model_config"]["channels"] == 1
+    assert config["data"]["class_names"] == datasets.FASHION_MNIST_CLASSES
+    # decay_steps follows the training length: min(epochs x steps per epoch, max_steps).
+    assert config["model_config"]["decay_steps"] == 4
+    assert result.stopped_by == "max_steps" and result.summary["steps"] == 4
+    assert result.epochs == 2  # 3 steps per epoch: stopped during the second
+    metrics = training.evaluate(tmp_path / "run", checkpoint="last", quiet=True)
+    logits = result.model.predict(arrays["t10k-images-idx3-ubyte"][..., None], verbose=0)
+    accuracy = np.mean(np.argmax(logits, -1) == arrays["t10k-labels-idx1-ubyte"])
+    assert metrics["accuracy"] == pytest.approx(accuracy)
+    assert metrics["num_examples"] == 16
+    # predict: image files through the run directory and through its SavedModel
+    # (the image-bytes signature) give the same classes and probabilities.
+    from PIL import Image
+
+    paths = []
+    for i, image in enumerate(arrays["t10k-images-idx3-ubyte"][:3]):
+        Image.fromarray(image).save(tmp_path / f"{i}.png")
+        paths.append(tmp_path / f"{i}.png")
+    version_dir = training.export_run(tmp_path / "run", to=tmp_path / "saved", quiet=True)
+    assert version_dir == tmp_path / "saved" / "1"
+    from_run = training.predict(tmp_path / "run", paths, top_k=3)
+    served = training.predict(tmp_path / "saved", paths, top_k=3)
+    assert [[name for name, _ in r["classes"]] for r in served] == [
+        [name for name, _ in r["classes"]] for r in from_run
+    ]
+    for a, b in zip(served, from_run):
+        np.testing.assert_allclose([p for _, p in a["classes"]], [p for _, p in b["classes"]],
+                                   atol=1e-5)
+    assert all(name in datasets.FASHION_MNIST_CLASSES for r in served for name, _ in r["classes"])
+
+
+def test_image_size_override_that_contradicts_the_data_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="image_size=32 does not fit the data, which has image_size=8"):
+        training.train("vit-tiny", "digits", tmp_path / "run", epochs=1,
+                       overrides={"image_size": 32, "patch_size": 4}, quiet=True)
+
+
+def test_mixed_precision_policy_names(tmp_path):
+    strategy = tf.distribute.get_strategy()
+    assert training._resolve_mixed_precision(None, strategy) is None
+    assert training._resolve_mixed_precision("bfloat16", strategy) == "mixed_bfloat16"
+    assert training._resolve_mixed_precision("float16", strategy) == "mixed_float16"
+    expected = "mixed_float16" if tf.config.list_logical_devices("GPU") else "mixed_bfloat16"
+    assert training._resolve_mixed_precision("auto", strategy) == expected
+
+
+def test_config_files_flat_run_config_and_best_config(tmp_path, tiny_run):
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"d_model": 64, "num_heads": 4}))
+    assert training.read_config_file(flat) == ({"d_model": 64, "num_heads": 4}, {})
+    out, _ = tiny_run
+    overrides, fit = training.read_config_file(out / "config.json")
+    assert overrides == json.loads((out / "config.json").read_text())["model_config"]
+    assert fit == {"batch_size": 64}
+    zoo.config("transformer-tiny", **overrides)  # a run's config is a valid override set
+    best = tmp_path / "best_config.json"
+    best.write_text(json.dumps({"model": "vit-tiny", "config": {"hidden_dim": 32},
+                                "fit": {"batch_size": 32}, "trial_id": "03"}))
+    assert training.read_config_file(best) == ({"hidden_dim": 32}, {"batch_size": 32})
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="JSON object"):
+        training.read_config_file(tmp_path / "list.json")
