@@ -13,23 +13,34 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     `-(1 - ε) log p_y - (ε / V) Σ_k log p_k` (the smoothed target puts `1 - ε + ε/V`
     on the label and `ε/V` on every other class, as `keras.losses.CategoricalCrossentropy`
     does). The batch loss is the mean over the tokens whose label is not `pad_id`
-    (a token-level mean, not a mean of per-sentence means).
+    (a token-level mean, not a mean of per-sentence means). With `pad_id=None`
+    nothing is ignored: the sparse categorical cross-entropy of a classifier
+    (labels `(B,)`, scores `(B, V)`), the mean over the examples.
 
     Under a `tf.distribute` strategy (inside `strategy.run`, as in `model.fit`),
-    each replica returns its token-loss sum divided by the token count of the
-    whole global batch (an all-reduce of the counts), so that the gradients
-    Keras sums over the replicas are those of the single-device loss.
+    the gradient of each replica's loss is that of its token-loss sum divided
+    by the token count of the whole global batch (an all-reduce of the counts),
+    so that the gradients Keras sums over the replicas are those of the
+    single-device loss, whatever the number of tokens (or examples: the last
+    batch of an epoch may not split evenly, or leave a replica empty) on each
+    replica; Keras' own losses divide each replica's mean by the number of
+    replicas R instead, only right when the replicas' counts are equal. Its
+    value is the global batch's loss over R on every replica (what Keras'
+    losses give on an even split), so the replicas' values sum to the global
+    loss and the `loss` / `val_loss` Keras reports is the single-device one.
 
     Args:
-        pad_id: the label id to ignore.
+        pad_id: the label id to ignore, or None to ignore none.
         label_smoothing: ε in [0, 1) (0.1 in the paper).
         from_logits: `y_pred` are logits (True) or probabilities.
         reduction: `"sum_over_batch_size"` (the masked mean), `"sum"` or `None`
             (per-token losses, zero at padding).
 
     Inputs:
-        y_true: int labels `(B, T)`.
-        y_pred: `(B, T, V)`.
+        y_true: int labels `(B, T)` (or any shape `S`; a trailing axis of size 1
+            that `y_pred` lacks, as in `(B, 1)` labels for `(B, V)` scores, is
+            dropped, as Keras' sparse losses do).
+        y_pred: `(B, T, V)` (`S + (V,)`).
     """
 
     def __init__(
@@ -52,7 +63,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         """Per-token losses `(B, T)`, 0 at padding."""
-        y_true = ops.cast(y_true, "int32")
+        y_true = _squeeze_labels(ops.cast(y_true, "int32"), y_pred)
         y_pred = ops.cast(y_pred, "float32")
         if len(y_pred.shape) != len(y_true.shape) + 1:
             raise ValueError(
@@ -69,13 +80,19 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             losses = (1.0 - self.label_smoothing) * nll + self.label_smoothing * smooth
         else:
             losses = nll
-        mask = ops.cast(ops.not_equal(y_true, self.pad_id), losses.dtype)
-        return losses * mask
+        return losses * self._mask(y_true, losses.dtype)
+
+    def _mask(self, y_true, dtype):
+        """1 where the label counts, 0 at padding (all ones when `pad_id` is None)."""
+        if self.pad_id is None:
+            return ops.ones(ops.shape(y_true), dtype)
+        return ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), dtype)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         with keras.name_scope(self.name):
+            y_true = _squeeze_labels(y_true, y_pred)
             losses = self.call(y_true, y_pred)  # (B, T)
-            mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), losses.dtype)
+            mask = self._mask(y_true, losses.dtype)
             if sample_weight is not None:
                 weight = ops.cast(sample_weight, losses.dtype)
                 while len(weight.shape) < len(losses.shape):
@@ -88,16 +105,28 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             if self.reduction == "sum":
                 return total
             count = ops.sum(mask)
-            # Under a tf.distribute strategy each replica holds part of the global
-            # batch and Keras sums the replicas' gradients: give each replica its
-            # token sum over the *global* token count, so that the sum over
-            # replicas is exactly the token mean of the global batch (dividing
-            # the per-replica mean by the number of replicas, as Keras' own losses
-            # do, is only right when every replica has the same number of tokens).
             context = tf.distribute.get_replica_context()
-            if context is not None and context.num_replicas_in_sync > 1:
-                count = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stop_gradient(count))
-            return ops.divide_no_nan(total, count)
+            if context is None or context.num_replicas_in_sync == 1:
+                return ops.divide_no_nan(total, count)
+            # Under a tf.distribute strategy each replica holds part of the global
+            # batch and Keras sums the replicas' gradients: the gradient of each
+            # replica's loss is that of its token sum over the *global* token
+            # count, so that the sum over replicas is exactly the gradient of the
+            # token mean of the global batch (dividing the per-replica mean by the
+            # number of replicas, as Keras' own losses do, is only right when every
+            # replica has the same number of tokens). The value is the global
+            # mean over the number of replicas R, the same on every replica (the
+            # replicas' values still sum to the global mean): Keras reports the
+            # `loss` as if each replica's value were its own mean over R (it
+            # weights R × value by the replica's batch size), which this makes
+            # exact for any split of the batch, an empty replica included.
+            replicas = float(context.num_replicas_in_sync)
+            global_total, global_count = context.all_reduce(
+                tf.distribute.ReduceOp.SUM, [tf.stop_gradient(total), tf.stop_gradient(count)]
+            )
+            share = ops.divide_no_nan(total, global_count)
+            mean = ops.divide_no_nan(global_total, global_count) / replicas
+            return share + tf.stop_gradient(mean - share)
 
     def get_config(self):
         config = super().get_config()
@@ -109,3 +138,11 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             }
         )
         return config
+
+
+def _squeeze_labels(y_true, y_pred):
+    """`y_true` without a trailing axis of size 1 when `y_pred` has as many axes
+    (`(B, 1)` labels for `(B, V)` scores), as Keras' sparse losses allow."""
+    if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
+        return ops.squeeze(y_true, axis=-1)
+    return y_true

@@ -4,18 +4,23 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_attention.losses import _squeeze_labels
+
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class MaskedAccuracy(keras.metrics.Metric):
-    """Token accuracy over the positions whose label is not `pad_id`.
+    """Token accuracy over the positions whose label is not `pad_id` (every
+    position when `pad_id` is None: the sparse categorical accuracy of a
+    classifier, labels `(B,)` and scores `(B, V)`).
 
     Accumulates correct and counted tokens across batches (and replicas), so the
     result is the accuracy over all real tokens seen, not a mean of batch means
     (nor, under a `tf.distribute` strategy, a mean of per-replica accuracies).
 
     Inputs:
-        y_true: int labels `(B, T)`.
-        y_pred: scores `(B, T, V)` (logits or probabilities).
+        y_true: int labels `(B, T)` (or any shape `S`; `(B, 1)` labels for
+            `(B, V)` scores are squeezed).
+        y_pred: scores `(B, T, V)` (`S + (V,)`; logits or probabilities).
     """
 
     def __init__(self, pad_id=0, name="masked_accuracy", dtype=None):
@@ -25,9 +30,12 @@ class MaskedAccuracy(keras.metrics.Metric):
         self.count = self.add_variable(shape=(), initializer="zeros", name="count")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
+        y_true = _squeeze_labels(ops.cast(y_true, "int32"), y_pred)
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        if self.pad_id is None:
+            mask = ops.ones(ops.shape(y_true), "float32")
+        else:
+            mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         if sample_weight is not None:
             weight = ops.cast(sample_weight, "float32")
             while len(weight.shape) < len(mask.shape):

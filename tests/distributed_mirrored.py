@@ -6,14 +6,19 @@ configured before TensorFlow initialises its devices):
     python tests/distributed_mirrored.py OUT.npz [FAMILY ...]
 
 For each family, the same tiny model (same seed, dropout 0, the recipe's label
-smoothing) is trained for a few steps at the same global batch, once without a
-strategy and once under `zoo.distribute.get_strategy("mirrored")`. The batches
-are made so that the two replicas see very different numbers of real tokens
-(the first half of each batch is long, the second half mostly padding), which
-is what a wrong reduction of the masked loss would get wrong. Saves, per family:
-the weight paths (`FAMILY/names`), and per run (`single`, `mirrored`) the
-initial and final weights (`FAMILY/RUN/initial`, `.../final`, object arrays in
-the order of the names) and the per-step logs of `fit` (`FAMILY/RUN/log/KEY`).
+smoothing) is trained for one epoch at the same global batch, once without a
+strategy and once under `zoo.distribute.get_strategy("mirrored")`, validating
+on a held-out set, then evaluated on another. The batches are made so that the
+two replicas see very different numbers of real tokens (the first half of each
+batch is long, the second half mostly padding), which is what a wrong
+reduction of the masked loss would get wrong, and so that batches do not split
+evenly: the last training batch splits 4 / 1, the last validation batch 2 / 1
+(or 3 / 0) and the last evaluation batch (1 example) leaves a replica empty.
+Saves, per family: the weight paths (`FAMILY/names`), and per run (`single`,
+`mirrored`) the initial and final weights (`FAMILY/RUN/initial`, `.../final`,
+object arrays in the order of the names), the per-step logs of `fit`
+(`FAMILY/RUN/log/KEY`), its epoch logs (`FAMILY/RUN/epoch/KEY`: `loss`,
+`val_loss`, metrics) and the results of `evaluate` (`FAMILY/RUN/evaluate/KEY`).
 """
 
 import os
@@ -36,7 +41,14 @@ from zoo import distribute  # noqa: E402
 
 SEED = 1234
 GLOBAL_BATCH = 8
-STEPS = 3
+# 8 + 8 + 5: the last training batch splits 4 / 1 over the two replicas.
+TRAIN_SIZE = 2 * GLOBAL_BATCH + 5
+# 8 + 3: a partial validation batch (batched by GLOBAL_BATCH) that splits unevenly.
+VAL_SIZE = GLOBAL_BATCH + 3
+# 4 + 4 + 1 (batched by EVAL_BATCH): a last batch smaller than the number of
+# replicas, which leaves one replica with an empty batch.
+EVAL_BATCH = 4
+EVAL_SIZE = 2 * EVAL_BATCH + 1
 
 FAMILIES = {
     "transformer": (
@@ -66,9 +78,8 @@ FAMILIES = {
 }
 
 
-def text_data(rng, vocabulary=40, length=10):
-    """`({"source", "target"}, labels)` with uneven padding between batch halves."""
-    n = GLOBAL_BATCH * STEPS
+def text_data(rng, n, vocabulary=40, length=10):
+    """`n` examples `({"source", "target"}, labels)`, uneven padding between batch halves."""
     source = rng.integers(3, vocabulary, (n, length)).astype("int32")
     target = rng.integers(3, vocabulary, (n, length + 1)).astype("int32")
     for i in range(n):
@@ -79,8 +90,7 @@ def text_data(rng, vocabulary=40, length=10):
     return {"source": source, "target": target[:, :-1]}, target[:, 1:]
 
 
-def image_data(rng, config):
-    n = GLOBAL_BATCH * STEPS
+def image_data(rng, n, config):
     images = rng.normal(size=(n, config["image_size"], config["image_size"], 1))
     labels = rng.integers(0, config["num_classes"], (n,))
     return images.astype("float32"), labels.astype("int32")
@@ -95,16 +105,26 @@ class Recorder(keras.callbacks.Callback):
         self.logs.append({k: float(v) for k, v in (logs or {}).items()})
 
 
+def _dataset(data, batch):
+    return distribute.shard_by_data(tf.data.Dataset.from_tensor_slices(data).batch(batch))
+
+
 def train(name, overrides, data, strategy):
+    """Train one epoch on `data["train"]` (validating on `data["val"]`), then
+    evaluate on `data["eval"]`: the weights, per-step logs, epoch logs and
+    evaluation results."""
     keras.utils.set_random_seed(SEED)
     model = zoo.get(name, strategy=strategy, **overrides)
     initial = [w.numpy() for w in model.weights]
-    x, y = data
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     recorder = Recorder()
-    model.fit(distribute.shard_by_data(dataset), epochs=1, verbose=0, callbacks=[recorder])
+    history = model.fit(
+        _dataset(data["train"], GLOBAL_BATCH), epochs=1, verbose=0, callbacks=[recorder],
+        validation_data=_dataset(data["val"], GLOBAL_BATCH),
+    )
     final = [w.numpy() for w in model.weights]
-    return [w.path for w in model.weights], initial, final, recorder.logs
+    evaluation = model.evaluate(_dataset(data["eval"], EVAL_BATCH), verbose=0, return_dict=True)
+    epoch = {k: float(v[-1]) for k, v in history.history.items()}
+    return [w.path for w in model.weights], initial, final, recorder.logs, epoch, evaluation
 
 
 def as_objects(arrays):
@@ -115,6 +135,13 @@ def as_objects(arrays):
     return result
 
 
+def make_data(family, rng, overrides):
+    sizes = {"train": TRAIN_SIZE, "val": VAL_SIZE, "eval": EVAL_SIZE}
+    if family == "vit":
+        return {k: image_data(rng, n, overrides) for k, n in sizes.items()}
+    return {k: text_data(rng, n) for k, n in sizes.items()}
+
+
 def main(out, families):
     rng = np.random.default_rng(SEED)
     mirrored = distribute.get_strategy("mirrored")
@@ -123,15 +150,19 @@ def main(out, families):
     results = {}
     for family in families:
         name, overrides = FAMILIES[family]
-        data = image_data(rng, overrides) if family == "vit" else text_data(rng)
+        data = make_data(family, rng, overrides)
         for run, strategy in (("single", None), ("mirrored", mirrored)):
-            names, initial, final, logs = train(name, overrides, data, strategy)
+            names, initial, final, logs, epoch, evaluation = train(name, overrides, data, strategy)
             results[f"{family}/names"] = np.array(names)
             results[f"{family}/{run}/initial"] = as_objects(initial)
             results[f"{family}/{run}/final"] = as_objects(final)
             for key in logs[0]:
                 results[f"{family}/{run}/log/{key}"] = np.array([step[key] for step in logs])
-        print(f"{family}: done", flush=True)
+            for key, value in epoch.items():
+                results[f"{family}/{run}/epoch/{key}"] = np.array(value)
+            for key, value in evaluation.items():
+                results[f"{family}/{run}/evaluate/{key}"] = np.array(float(value))
+            print(f"{family} {run}: epoch {epoch} evaluate {evaluation}", flush=True)
     np.savez(out, **results)  # weights as object arrays: load with allow_pickle=True
 
 

@@ -1,7 +1,8 @@
 """Distributed training (`zoo.distribute`) proven on CPU.
 
-- `MirroredStrategy` over 2 logical CPUs vs one device, every model family
-  (tests/distributed_mirrored.py, in a fresh process).
+- `MirroredStrategy` over 2 logical CPUs vs one device, every model family:
+  training, validation and evaluation on batches that do not split evenly
+  over the replicas (tests/distributed_mirrored.py, in a fresh process).
 - `MultiWorkerMirroredStrategy`: the README's two-worker `zoo train` command
   lines on 127.0.0.1 (tests/distributed_worker.py), one worker SIGKILLed in
   the middle of an epoch, the job restarted and resumed, compared with an
@@ -118,6 +119,65 @@ def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_unmasked_loss_and_accuracy_match_keras(rng):
+    # The ViT recipe's loss and metric: MaskedSparseCategoricalCrossentropy /
+    # MaskedAccuracy with pad_id=None are Keras' sparse cross-entropy (smoothed
+    # as the categorical one) and accuracy, for (B,) and (B, 1) labels.
+    import keras
+
+    import keras_attention as ka
+
+    logits = rng.normal(size=(6, 5)).astype("float32")
+    labels = np.array([0, 1, 4, 0, 2, 3])
+    weights = rng.uniform(0.5, 2.0, size=6).astype("float32")
+    onehot = np.eye(5, dtype="float32")[labels]
+    for smoothing in (0.0, 0.1):
+        ours = ka.MaskedSparseCategoricalCrossentropy(pad_id=None, label_smoothing=smoothing)
+        theirs = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=smoothing)
+        for y in (labels, labels[:, None]):
+            np.testing.assert_allclose(float(ours(y, logits)), float(theirs(onehot, logits)),
+                                       rtol=1e-6)
+        # Weighted: the weighted mean (sum of weighted losses / sum of weights).
+        per_example = keras.losses.categorical_crossentropy(
+            onehot, logits, from_logits=True, label_smoothing=smoothing
+        ).numpy()
+        np.testing.assert_allclose(
+            float(ours(labels, logits, sample_weight=weights)),
+            (per_example * weights).sum() / weights.sum(), rtol=1e-6,
+        )
+    clone = ka.MaskedSparseCategoricalCrossentropy.from_config(
+        ka.MaskedSparseCategoricalCrossentropy(pad_id=None).get_config()
+    )
+    assert clone.pad_id is None
+    ours, theirs = ka.MaskedAccuracy(pad_id=None), keras.metrics.SparseCategoricalAccuracy()
+    for y in (labels, labels[:, None]):
+        ours.update_state(y, logits)
+        theirs.update_state(y, logits)
+    assert float(ours.result()) == pytest.approx(float(theirs.result()))
+    assert float(ours.result()) == pytest.approx(np.mean(logits.argmax(-1) == labels))
+
+
+def test_sync_loss_tracker_changes_nothing_on_one_device():
+    import keras
+
+    import zoo
+
+    model = zoo.get("vit-tiny", image_size=8, channels=1, patch_size=4, num_layers=1,
+                    hidden_dim=8, num_heads=2, mlp_dim=8, num_classes=3)
+    tracker = model._loss_tracker
+    assert getattr(tracker, "_zoo_synced", False)  # zoo.get prepared it
+    update = tracker.update_state
+    assert distribute.sync_loss_tracker(model) is model
+    assert tracker.update_state is update  # idempotent
+    images = np.zeros((5, 8, 8, 1), "float32")
+    labels = np.array([0, 1, 2, 0, 1])
+    result = model.evaluate(images, labels, batch_size=2, verbose=0, return_dict=True)
+    expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
+        labels, model.predict(images, verbose=0)
+    )
+    assert result["loss"] == pytest.approx(float(expected), rel=1e-5)
+
+
 # === MirroredStrategy on 2 logical CPUs ===
 
 
@@ -136,14 +196,21 @@ def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
         # Same seed, same weights before training.
         for i, name in enumerate(names):
             np.testing.assert_array_equal(mirrored["initial"][i], single["initial"][i], err_msg=name)
-        # The same per-step losses and metrics (fit's running means over the epoch).
-        logs = sorted(k.rsplit("/", 1)[1] for k in runs.files if k.startswith(f"{family}/single/log/"))
-        assert "loss" in logs and len(logs) == 2, logs
-        for key in logs:
-            np.testing.assert_allclose(
-                runs[f"{family}/mirrored/log/{key}"], runs[f"{family}/single/log/{key}"],
-                rtol=1e-5, err_msg=f"{family} {key}",
-            )
+        # The same per-step losses and metrics (fit's running means over the
+        # epoch, whose last batch splits 4 / 1), the same epoch logs (loss,
+        # val_loss on batches that split unevenly, metrics) and the same
+        # `evaluate` results (a last batch of 1: one replica empty).
+        for kind, count in (("log", 2), ("epoch", 4), ("evaluate", 2)):
+            prefix = f"{family}/single/{kind}/"
+            keys = sorted(k[len(prefix):] for k in runs.files if k.startswith(prefix))
+            assert "loss" in keys and len(keys) == count, (family, kind, keys)
+            for key in keys:
+                np.testing.assert_allclose(
+                    runs[f"{family}/mirrored/{kind}/{key}"], runs[f"{family}/single/{kind}/{key}"],
+                    rtol=1e-5, err_msg=f"{family} {kind} {key}",
+                )
+            if kind == "log":
+                assert len(runs[f"{family}/single/log/loss"]) == 3, family
         # The same weights after training; and training moved them.
         moved = 0.0
         for i, name in enumerate(names):

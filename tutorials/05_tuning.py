@@ -32,6 +32,7 @@ import tempfile
 import keras
 import keras_tuner
 import numpy as np
+import tensorflow as tf
 from matplotlib.figure import Figure
 
 import zoo
@@ -46,8 +47,12 @@ TUNING_DIR = (pathlib.Path(os.environ["TUTORIAL_MODELS"]) / "tuning"
 keras.utils.set_random_seed(0)
 
 NUM_TRAIN, NUM_VAL, NUM_TEST, TRIALS, EPOCHS = (
-    (256, 128, 256, 2, 1) if SMOKE else (10000, 2000, 10000, 8, 2))
-BATCH_SIZE = 128
+    (128, 64, 128, 2, 1) if SMOKE else (10000, 2000, 10000, 8, 2))
+BATCH_SIZE = 64 if SMOKE else 128
+if SMOKE:
+    # A smoke run fits each model for two steps: tracing the train and test
+    # steps into graphs would cost many times more than running them eagerly.
+    tf.config.run_functions_eagerly(True)
 
 # %%
 (x_train, y_train), (x_test, y_test), class_names = datasets.fashion_mnist()

@@ -11,6 +11,8 @@
     zoo tune NAME --data DATASET [--tuner random|hyperband|bayesian --max-trials N
                                   --objective val_loss --directory RUN_DIR --strategy S
                                   --set key=value ... --space key=[values] ...]
+    (train and tune share the dataset options --data-dir --train-size --test-size
+     --test-ratio --test-file, and --epochs --batch-size --strategy --set --seed --val-ratio)
     zoo demo [--minutes M]
 
 User errors (unknown model, missing file, bad --set, a dataset that does not
@@ -109,11 +111,7 @@ def _cmd_train(args):
         seed=args.seed,
         val_ratio=args.val_ratio,
         separate_vocabularies=args.separate_vocabularies,
-        data_dir=args.data_dir,
-        train_size=args.train_size,
-        test_size=args.test_size,
-        test_ratio=args.test_ratio,
-        test_path=args.test_file,
+        **_data_options(args),
     )
 
 
@@ -169,7 +167,7 @@ def _cmd_tune(args):
     data = tuning.load_data(
         args.name, args.data, fixed=fixed, space=space, val_ratio=args.val_ratio, seed=args.seed,
         epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, quiet=args.quiet,
-        data_dir=args.data_dir, train_size=args.train_size,
+        **_data_options(args),
     )
     result = tuning.tune(
         args.name, data.train, validation_data=data.validation, tuner=args.tuner,
@@ -204,6 +202,63 @@ def _positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer; received {text!r}")
     return value
+
+
+def _add_data_arguments(parser, *, required, note=""):
+    """The model and dataset arguments of `zoo train` and `zoo tune`.
+
+    `NAME --data DATASET` and the dataset options (`zoo.datasets.load`), in an
+    argument group of their own. They shape the training split in both
+    commands alike (the held-out share, the generated sizes), so a search
+    sees the data that `zoo train` will train on with the same options.
+    """
+    parser.add_argument("name", help="a name from `zoo list`")
+    parser.add_argument("--data", metavar="DATASET", required=required,
+                        help=f"the dataset: {DATASETS_HELP}{note}")
+    group = parser.add_argument_group("dataset options")
+    group.add_argument("--data-dir", help="fashion-mnist: folder with the IDX files")
+    group.add_argument("--train-size", type=_positive_int,
+                       help="numbers/dates: pairs to generate; others: keep a random subset")
+    group.add_argument("--test-size", type=int, help="numbers/dates: held-out pairs to generate; "
+                       "others: keep a random subset of the test split")
+    group.add_argument("--test-ratio", type=float,
+                       help="tsv:, digits, images:: held-out share (defaults 0.05, 0.2, 0.2)")
+    group.add_argument("--test-file", metavar="PATH", help="tsv:: a second file of test pairs")
+
+
+def _data_options(args):
+    """The dataset options of `_add_data_arguments` as keyword arguments (`zoo.train.DATA_OPTIONS`)."""
+    return dict(data_dir=args.data_dir, train_size=args.train_size, test_size=args.test_size,
+                test_ratio=args.test_ratio, test_path=args.test_file)
+
+
+def _add_fit_arguments(parser, *, strategies, helps, defaults=None):
+    """The training options of `zoo train` and `zoo tune`: --epochs, --batch-size,
+    --strategy, --set, --seed and --val-ratio.
+
+    They mean the same in both commands; their help and defaults differ (a
+    search trains briefly, and `zoo train` leaves defaults to the saved run
+    when resuming), so each command gives them.
+
+    Args:
+        parser: the command's parser.
+        strategies: the accepted `--strategy` names.
+        helps: the help text of each option, keyed by its destination
+            (`"epochs"`, `"batch_size"`, `"strategy"`, `"set"`, `"seed"`, `"val_ratio"`).
+        defaults: the defaults that are not None, keyed the same way.
+    """
+    defaults = defaults or {}
+    options = (
+        ("--epochs", dict(type=_positive_int)),
+        ("--batch-size", dict(type=_positive_int)),
+        ("--strategy", dict(choices=strategies)),
+        ("--set", dict(action="append", metavar="KEY=VALUE")),
+        ("--seed", dict(type=int)),
+        ("--val-ratio", dict(type=float)),
+    )
+    for flag, kwargs in options:
+        dest = flag[2:].replace("-", "_")
+        parser.add_argument(flag, default=defaults.get(dest), help=helps[dest], **kwargs)
 
 
 def build_parser():
@@ -254,19 +309,20 @@ def build_parser():
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("name", help="a name from `zoo list`")
-    p.add_argument("--data", metavar="DATASET", help=f"the dataset: {DATASETS_HELP} "
-                   "(may be left out when resuming)")
+    _add_data_arguments(p, required=False, note=" (may be left out when resuming)")
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/NAME-DATE-TIME); "
                    "an unfinished run there is resumed")
-    p.add_argument("--epochs", type=_positive_int, help="epochs (default 10)")
-    p.add_argument("--batch-size", type=_positive_int,
-                   help="examples per replica per step (default 64 for text, 128 for images)")
+    _add_fit_arguments(p, strategies=("default", "mirrored", "multiworker", "tpu"), helps=dict(
+        epochs="epochs (default 10)",
+        batch_size="examples per replica per step (default 64 for text, 128 for images)",
+        strategy="tf.distribute strategy (default: one device)",
+        set="override a config field (after --config); repeatable",
+        seed="random seed (default 0)",
+        val_ratio="share of the training split used for validation (default 0.05)",
+    ))
     p.add_argument("--max-steps", type=_positive_int, help="stop after this many steps in total")
     p.add_argument("--time-limit", type=float, metavar="MINUTES",
                    help="stop training after this many minutes")
-    p.add_argument("--strategy", choices=("default", "mirrored", "multiworker", "tpu"),
-                   help="tf.distribute strategy (default: one device)")
     p.add_argument("--tpu", help="TPU name or grpc:// address for --strategy tpu")
     p.add_argument("--mixed-precision", nargs="?", const="auto", metavar="POLICY",
                    choices=("auto", "float16", "bfloat16", "float32"),
@@ -277,21 +333,8 @@ def build_parser():
                    help="XLA compilation (sets the config's jit_compile)")
     p.add_argument("--config", metavar="FILE",
                    help="JSON file of config fields (or a run's config.json)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a config field (after --config); repeatable")
-    p.add_argument("--seed", type=int, help="random seed (default 0)")
-    p.add_argument("--val-ratio", type=float,
-                   help="share of the training split used for validation (default 0.05)")
     p.add_argument("--separate-vocabularies", action="store_const", const=True, default=None,
                    help="translation: one vocabulary per language instead of a shared one")
-    p.add_argument("--data-dir", help="fashion-mnist: folder with the IDX files")
-    p.add_argument("--train-size", type=_positive_int,
-                   help="numbers/dates: pairs to generate; others: keep a random subset")
-    p.add_argument("--test-size", type=int, help="numbers/dates: held-out pairs to generate; "
-                   "others: keep a random subset of the test split")
-    p.add_argument("--test-ratio", type=float,
-                   help="tsv:, digits, images:: held-out share (defaults 0.05, 0.2, 0.2)")
-    p.add_argument("--test-file", metavar="PATH", help="tsv:: a second file of test pairs")
     p.set_defaults(func=_cmd_train)
 
     p = commands.add_parser(
@@ -364,7 +407,9 @@ def build_parser():
             "Running the same command again with the same --directory continues an "
             "interrupted search (--overwrite starts over). Config fields given with --set are "
             "held constant; --space narrows a hyperparameter to a list of values or a range "
-            f"{{'min_value': A, 'max_value': B}}. Datasets: {DATASETS_HELP}."
+            f"{{'min_value': A, 'max_value': B}}. Datasets: {DATASETS_HELP}; the dataset "
+            "options pick the same training split as `zoo train` with the same options (the "
+            "test split is not used)."
         ),
         epilog=(
             "Examples:\n"
@@ -375,8 +420,19 @@ def build_parser():
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("name", help="a name from `zoo list`")
-    p.add_argument("--data", metavar="DATASET", required=True, help=f"the dataset: {DATASETS_HELP}")
+    _add_data_arguments(p, required=True)
+    _add_fit_arguments(
+        p, strategies=("default", "mirrored", "multiworker"),
+        defaults=dict(epochs=3, seed=0, val_ratio=0.1),
+        helps=dict(
+            epochs="epochs per trial (default 3); hyperband: its largest epoch budget",
+            batch_size="hold the batch size (per replica) constant instead of searching it",
+            strategy="tf.distribute strategy for every trial (default: one device)",
+            set="hold a config field constant; repeatable",
+            seed="tuner, split and data seed (default 0)",
+            val_ratio="share of the training split used for validation (default 0.1)",
+        ),
+    )
     p.add_argument("--tuner", choices=("random", "hyperband", "bayesian"), default="random",
                    help="random search, Hyperband or Bayesian optimisation (default random)")
     p.add_argument("--max-trials", type=_positive_int, default=10,
@@ -385,26 +441,12 @@ def build_parser():
                    help="metric to optimise, NAME or NAME:min / NAME:max (default val_loss)")
     p.add_argument("--directory", metavar="RUN_DIR",
                    help="where the search and best_config.json go (default tuning/NAME)")
-    p.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
-                   help="tf.distribute strategy for every trial (default: one device)")
-    p.add_argument("--epochs", type=_positive_int, default=3,
-                   help="epochs per trial (default 3); hyperband: its largest epoch budget")
     p.add_argument("--max-epochs", type=_positive_int, help="hyperband: override --epochs")
     p.add_argument("--steps-per-epoch", type=_positive_int, help="cap the steps of an epoch")
-    p.add_argument("--batch-size", type=_positive_int,
-                   help="hold the batch size (per replica) constant instead of searching it")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="hold a config field constant; repeatable")
     p.add_argument("--space", action="append", metavar="NAME=VALUES",
                    help="replace a hyperparameter's values, e.g. 'd_model=[64,128]'; repeatable")
-    p.add_argument("--val-ratio", type=float, default=0.1,
-                   help="share of the training split used for validation (default 0.1)")
-    p.add_argument("--seed", type=int, default=0, help="tuner, split and data seed (default 0)")
     p.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
     p.add_argument("--top", type=_positive_int, default=5, help="best trials shown (default 5)")
-    p.add_argument("--data-dir", help="fashion-mnist: folder with the IDX files")
-    p.add_argument("--train-size", type=_positive_int,
-                   help="numbers/dates: pairs to generate; others: keep a random subset")
     p.add_argument("--quiet", action="store_true", help="no progress, only the table")
     p.set_defaults(func=_cmd_tune)
 

@@ -24,12 +24,21 @@ How the pieces fit with Keras 3 (TensorFlow backend):
   evenly); `keras_attention.losses.MaskedSparseCategoricalCrossentropy`
   divides the per-replica token sum by the global token count instead, which is
   exactly the single-device token mean whatever the padding on each replica.
-- `fit` computes its logs on each replica and averages them: Keras' metrics
-  are right when the replicas get equal batches; `MaskedAccuracy` sums its
-  counts over the replicas itself, so it is right whatever the padding. The
-  logged `loss` (Keras' own tracker) is off on a step whose global batch does
-  not split evenly over the replicas (e.g. the last batch of a length bucket);
-  the gradients are not.
+- `fit` and `evaluate` compute their logs on each replica and average them
+  (the per-step logs); at the end of an epoch, and for `evaluate`'s results
+  (so `val_loss`), they read the metrics' variables summed over the replicas.
+  Keras' loss tracker adds each replica's loss × R weighted by the replica's
+  batch size: right in the sum when each replica's value is its own mean over
+  R (Keras' losses), or the global batch's loss over R on every replica (the
+  masked loss, whatever the split, an empty replica included); its per-step
+  logs are a mean of the replicas' running means, off on a step that does not
+  split evenly (the last, partial batch of an epoch or of a length bucket).
+  `prepare_model` (`sync_loss_tracker`) makes every replica track the summed
+  value, which changes nothing to the sum and makes the per-step logs right.
+  `MaskedAccuracy` sums its counts over the replicas itself, so it is right
+  whatever the split; Keras' metrics are right in `evaluate` and at the end of
+  an epoch, not in the per-step logs of an uneven step. The zoo's recipes (ViT
+  included) compile with the `keras_attention` loss and metric.
 - Gradient clipping: Keras clips each replica's partial gradient before summing
   them; `sync_gradient_clipping` (applied by `zoo.get`) clips the sum instead.
 - Under a strategy Keras builds the model on a first batch it draws from the
@@ -222,6 +231,8 @@ def prepare_model(model):
     device. The fixes, on the instance unless said otherwise:
 
     - `sync_gradient_clipping(model.optimizer)` (clip the summed gradient).
+    - `sync_loss_tracker(model)` (the per-step `loss` logs are those of the
+      global batches, however they split over the replicas).
     - Before training, Keras builds the model on a first batch, reduced over the
       replicas with `strategy.reduce(..)` applied to the whole batch structure,
       which fails under `MultiWorkerMirroredStrategy` when the inputs are a dict
@@ -236,6 +247,7 @@ def prepare_model(model):
     """
     if getattr(model, "optimizer", None) is not None:
         sync_gradient_clipping(model.optimizer)
+    sync_loss_tracker(model)
     if isinstance(getattr(model, "_distribute_strategy", None), tf.distribute.MultiWorkerMirroredStrategy):
         _patch_multi_worker_logs()
     build = getattr(model, "_maybe_symbolic_build", None)
@@ -300,6 +312,66 @@ def _patch_multi_worker_logs():
 
     reduce_per_replica._zoo_patched = True
     trainer.reduce_per_replica = reduce_per_replica
+
+
+def sync_loss_tracker(model):
+    """Make the per-step `loss` that `fit` logs under a strategy the one Keras
+    reports at the end of the epoch, however the global batches split over the
+    replicas.
+
+    Keras 3.15's `train_step` / `test_step` (TensorFlow backend) update the loss
+    tracker (`model._loss_tracker`, a `keras.metrics.Mean`; private) on each
+    replica r with `v_r = R × loss_r` (`unscale_loss_for_distribution`)
+    weighted by the replica's batch size `b_r`. The end-of-epoch and `evaluate`
+    results read the tracker's variables summed over the replicas:
+    `Σ_s Σ_r v_r b_r / Σ_s B_s` (B the global batch size), the single-device
+    value when `v_r` is the replica's own mean (Keras' losses) or the global
+    batch's loss on every replica (`MaskedSparseCategoricalCrossentropy`). The
+    per-step logs are instead the mean over the replicas of each replica's
+    running mean `Σ_s v_r b_r / Σ_s b_r`, which differs as soon as one step
+    does not split evenly (e.g. a last batch of 5 split 4 / 1). Patched here on
+    the tracker instance: each replica all-reduces `(v_r b_r, b_r)` and adds
+    the global batch's value `Σ_r v_r b_r / B` weighted by `B / R`. Every
+    replica then holds the same running mean, whose variables sum to exactly
+    what Keras' would (so the end-of-epoch and `evaluate` values do not
+    change), and the per-step logs equal it. Nothing changes on one replica or
+    outside `strategy.run`.
+
+    `compile` makes a new tracker: call again (`prepare_model`) after a
+    recompile. Relies on Keras' private `_loss_tracker` attribute and on the
+    tracker being updated with a scalar loss and a scalar batch size; anything
+    else is passed to Keras unchanged.
+
+    Args:
+        model: a compiled `keras.Model` (without a tracker, nothing is done).
+
+    Returns:
+        `model`.
+    """
+    tracker = getattr(model, "_loss_tracker", None)
+    if tracker is None or getattr(tracker, "_zoo_synced", False):
+        return model
+    update = tracker.update_state
+
+    def update_state(values, sample_weight=None):
+        context = tf.distribute.get_replica_context()
+        if (
+            context is None
+            or context.num_replicas_in_sync == 1
+            or sample_weight is None
+            or tf.convert_to_tensor(values).shape.rank != 0
+            or tf.convert_to_tensor(sample_weight).shape.rank != 0
+        ):
+            return update(values, sample_weight=sample_weight)
+        values = tf.stop_gradient(tf.cast(values, "float32"))
+        weight = tf.cast(sample_weight, "float32")
+        total, count = context.all_reduce(tf.distribute.ReduceOp.SUM, [values * weight, weight])
+        replicas = float(context.num_replicas_in_sync)
+        return update(tf.math.divide_no_nan(total, count), sample_weight=count / replicas)
+
+    tracker.update_state = update_state
+    tracker._zoo_synced = True
+    return model
 
 
 def sync_gradient_clipping(optimizer):
@@ -488,6 +560,7 @@ __all__ = [
     "prepare_model",
     "shard_by_data",
     "sync_gradient_clipping",
+    "sync_loss_tracker",
     "worker_backup_dir",
     "worker_dir",
     "worker_path",

@@ -482,7 +482,31 @@ def check_data_fits(name, spec):
     return model_kind
 
 
-def _load_data(name, spec, options, model_config, seed, quiet):
+def load_data(name, spec, options=None, model_config=None, seed=0, quiet=False):
+    """Load the dataset `spec` for model `name`, as `train` and `zoo tune` do.
+
+    Args:
+        name: a registry name (decides translation or images; a dataset of
+            the other kind raises a `ValueError`, see `check_data_fits`).
+        spec: `numbers`, `dates`, `tsv:PATH`, `digits`, `fashion-mnist` or
+            `images:DIR` (`zoo.datasets.load`).
+        options: dataset options, a dict with keys among `DATA_OPTIONS`
+            (`data_dir`, `train_size`, `test_size`, `test_ratio`, `test_path`);
+            missing keys are None.
+        model_config: the model's config as a dict; `images:DIR` folders are
+            resized to its `image_size` and read with its `channels` (1, 3 or 4).
+        seed: the generation and split seed.
+        quiet: print nothing (else the sizes and a first example).
+
+    Returns:
+        `(kind, data)`: `"translation"` and a `zoo.datasets.TranslationData`
+        (`train_pairs`, `test_pairs`: lists of `(source, target)` str pairs),
+        or `"image"` and a `zoo.datasets.ImageData` (`x_train` uint8
+        `(N, H, W, C)`, `y_train` int `(N,)`, the same for the test split,
+        and `class_names`).
+    """
+    options = options or {}
+    model_config = model_config or {}
     kind = check_data_fits(name, spec)
     started = time.monotonic()
     _say(f"Loading dataset {spec!r}...", quiet)
@@ -516,8 +540,22 @@ def _load_data(name, spec, options, model_config, seed, quiet):
     return kind, data
 
 
-def _split_validation(count, val_ratio, seed):
-    """Indices `(train, validation)` of a seeded split; no validation when the ratio is 0."""
+def split_validation(count, val_ratio, seed):
+    """Indices of a seeded split of `count` examples into training and validation.
+
+    The validation share is `round(val_ratio * count)`, at least 1 and at most
+    `count - 1` when `val_ratio > 0` and `count > 1`; none when `val_ratio` is 0.
+    The same `(count, val_ratio, seed)` always gives the same split (what
+    `translation_datasets`, `image_datasets` and `zoo tune` rely on).
+
+    Args:
+        count: the number of examples.
+        val_ratio: the validation share, in [0, 1).
+        seed: the split's seed.
+
+    Returns:
+        `(train, validation)`: sorted int arrays of indices, `(count - V,)` and `(V,)`.
+    """
     if not (isinstance(val_ratio, (int, float)) and 0 <= val_ratio < 1):
         raise ValueError(f"val_ratio must be in [0, 1); received val_ratio={val_ratio!r}")
     num_val = 0
@@ -535,7 +573,7 @@ def _buckets(max_length):
 def translation_datasets(pairs, source_tokenizer, target_tokenizer, batch_size, max_length,
                          val_ratio, seed):
     """Teacher-forcing `(train, validation or None)` datasets and their sizes."""
-    train_index, val_index = _split_validation(len(pairs), val_ratio, seed)
+    train_index, val_index = split_validation(len(pairs), val_ratio, seed)
     train_pairs = [pairs[i] for i in train_index]
     val_pairs = [pairs[i] for i in val_index]
     common = dict(max_length=max_length, bucket_boundaries=_buckets(max_length))
@@ -552,7 +590,7 @@ def translation_datasets(pairs, source_tokenizer, target_tokenizer, batch_size, 
 
 def image_datasets(x, y, batch_size, val_ratio, seed):
     """`(train, validation or None)` batches of uint8 images and int labels, and their sizes."""
-    train_index, val_index = _split_validation(len(x), val_ratio, seed)
+    train_index, val_index = split_validation(len(x), val_ratio, seed)
 
     def make(index, shuffle):
         dataset = tf.data.Dataset.from_tensor_slices((x[index], y[index].astype(np.int32)))
@@ -564,8 +602,27 @@ def image_datasets(x, y, batch_size, val_ratio, seed):
     return make(train_index, True), val, len(train_index), len(val_index)
 
 
-def _learn_tokenizers(pairs, vocab_sizes, separate, quiet):
-    """One shared WordPiece tokenizer on both sides, or one per side."""
+def learn_tokenizers(pairs, model_config, separate=False, quiet=False):
+    """WordPiece tokenizers learned on translation pairs: one shared, or one per side.
+
+    Args:
+        pairs: the training pairs, a list of `(source, target)` str.
+        model_config: the model's config as a dict: the vocabularies have at
+            most its `vocabulary_size` tokens (with `separate`: its
+            `source_vocabulary_size` and `target_vocabulary_size` when set).
+        separate: learn one vocabulary per side instead of a shared one.
+        quiet: print nothing.
+
+    Returns:
+        `(source, target)` `zoo.text.WordPieceTokenizer`s: the same object
+        twice when the vocabulary is shared.
+    """
+    shared = model_config["vocabulary_size"]
+    if separate:
+        vocab_sizes = (model_config.get("source_vocabulary_size") or shared,
+                       model_config.get("target_vocabulary_size") or shared)
+    else:
+        vocab_sizes = (shared, shared)
     started = time.monotonic()
     if separate:
         _say(
@@ -695,20 +752,54 @@ def _resolve_mixed_precision(mixed_precision, strategy):
     return names[mixed_precision]
 
 
-def _model_config(name, overrides, kind, data, tokenizers, training, steps_per_epoch):
-    """The full config dict: registry defaults < overrides < what the data dictates."""
-    base = dataclasses.asdict(zoo.config(name, **overrides))
-    fields = set(base)
+def config_from_data(config, kind, data, tokenizers=None, *, separate_vocabularies=False,
+                     overrides=None, total_steps=None):
+    """The config fields that the data dictates: fitting a model's config to its dataset.
+
+    Translation: the vocabulary sizes of the learned tokenizers, as
+    `vocabulary_size` (shared; `source_vocabulary_size` and
+    `target_vocabulary_size` become None when the config has them) or as
+    `source_vocabulary_size` and `target_vocabulary_size` (separate).
+    Images: `image_size`, `channels` and `num_classes` from the training
+    images `(N, H, W, C)` (square only) and the class names. With
+    `total_steps`, a config's `decay_steps` (the learning-rate schedule's
+    length) becomes `max(1, total_steps)` unless `overrides` sets it.
+
+    `train` builds its model from `{**config, **config_from_data(...)}`;
+    `zoo.tuning.load_data` holds these fields fixed during a search.
+
+    Args:
+        config: the model's config as a dict (registry defaults and the
+            user's overrides): only the fields it has are returned.
+        kind: `"translation"` or `"image"` (from `load_data`).
+        data: the dataset from `load_data`.
+        tokenizers: translation: the `(source, target)` tokenizers
+            (`learn_tokenizers`).
+        separate_vocabularies: translation: the tokenizers are one per side.
+        overrides: the config fields the user set: an image field set to a
+            value other than the data's raises a `ValueError`.
+        total_steps: the training steps the schedule should last.
+
+    Returns:
+        dict of config fields.
+
+    Raises:
+        ValueError: images that are not square, or `overrides` that contradict
+            the data.
+    """
+    overrides = overrides or {}
     if kind == "translation":
+        if tokenizers is None:
+            raise ValueError("tokenizers are required for translation data; see learn_tokenizers")
         source, target = tokenizers
-        if training["separate_vocabularies"]:
+        if separate_vocabularies:
             derived = {"source_vocabulary_size": source.vocab_size,
                        "target_vocabulary_size": target.vocab_size}
         else:
             derived = {"vocabulary_size": source.vocab_size}
-            if "source_vocabulary_size" in fields:
+            if "source_vocabulary_size" in config:
                 derived.update(source_vocabulary_size=None, target_vocabulary_size=None)
-    else:
+    elif kind == "image":
         height, width, channels = data.x_train.shape[1:]
         if height != width:
             raise ValueError(f"the zoo's ViTs take square images; the data's are {height}x{width}")
@@ -717,17 +808,28 @@ def _model_config(name, overrides, kind, data, tokenizers, training, steps_per_e
         for key, value in derived.items():
             if key in overrides and overrides[key] != value:
                 raise ValueError(
-                    f"--set {key}={overrides[key]!r} does not fit the data, which has "
-                    f"{key}={value!r}; leave it out (zoo train takes it from the data)"
+                    f"{key}={overrides[key]!r} does not fit the data, which has "
+                    f"{key}={value!r}; leave it out (it is taken from the data)"
                 )
-        if "decay_steps" in fields and "decay_steps" not in overrides:
-            total = training["epochs"] * steps_per_epoch
-            if training["max_steps"]:
-                total = min(total, training["max_steps"])
-            derived["decay_steps"] = max(1, total)
-    if training["jit"] is not None and "jit_compile" in fields:
-        derived["jit_compile"] = bool(training["jit"])
-    base.update({key: value for key, value in derived.items() if key in fields})
+    else:
+        raise ValueError(f"kind must be 'translation' or 'image'; received kind={kind!r}")
+    if total_steps is not None and "decay_steps" not in overrides:
+        derived["decay_steps"] = max(1, int(total_steps))
+    return {key: value for key, value in derived.items() if key in config}
+
+
+def _model_config(name, overrides, kind, data, tokenizers, training, steps_per_epoch):
+    """The full config dict: registry defaults < overrides < what the data dictates."""
+    base = dataclasses.asdict(zoo.config(name, **overrides))
+    total = training["epochs"] * steps_per_epoch
+    if training["max_steps"]:
+        total = min(total, training["max_steps"])
+    base.update(config_from_data(
+        base, kind, data, tokenizers, separate_vocabularies=training["separate_vocabularies"],
+        overrides=overrides, total_steps=total,
+    ))
+    if training["jit"] is not None and "jit_compile" in base:
+        base["jit_compile"] = bool(training["jit"])
     return base
 
 
@@ -914,7 +1016,7 @@ def _train(name, data_spec, run_dir, write_dir, chief, strategy, strategy_name, 
     base_config = saved["model_config"] if resuming else dict(
         dataclasses.asdict(zoo.config(name, **user_overrides))
     )
-    kind, data = _load_data(name, data_spec, data_options, base_config, seed, quiet)
+    kind, data = load_data(name, data_spec, data_options, base_config, seed, quiet)
     replicas = strategy.num_replicas_in_sync
     if training["batch_size"] is None:
         training["batch_size"] = 64 if kind == "translation" else 128
@@ -926,13 +1028,9 @@ def _train(name, data_spec, run_dir, write_dir, chief, strategy, strategy_name, 
         if resuming:
             tokenizers = load_tokenizers(run_dir, saved)
         else:
-            separate = training["separate_vocabularies"]
-            if separate:
-                caps = (base_config.get("source_vocabulary_size") or base_config["vocabulary_size"],
-                        base_config.get("target_vocabulary_size") or base_config["vocabulary_size"])
-            else:
-                caps = (base_config["vocabulary_size"],) * 2
-            tokenizers = _learn_tokenizers(data.train_pairs, caps, separate, quiet)
+            tokenizers = learn_tokenizers(
+                data.train_pairs, base_config, training["separate_vocabularies"], quiet
+            )
 
     # === Datasets ===
     if kind == "translation":
@@ -1260,7 +1358,7 @@ def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=0.6, limit=None, bat
     config = run.config
     kind = run.kind
     if data is None:
-        _, data = _load_data(
+        _, data = load_data(
             run.name, config["data"]["spec"], dict(config["data"]["options"]),
             config["model_config"], config["training"]["seed"], quiet,
         )
@@ -1557,15 +1655,19 @@ __all__ = [
     "RunResult",
     "canonical",
     "check_data_fits",
+    "config_from_data",
     "encode_sources",
     "evaluate",
     "export_run",
+    "learn_tokenizers",
+    "load_data",
     "load_run",
     "load_tokenizers",
     "predict",
     "read_config",
     "read_history",
     "resolve_saved_model",
+    "split_validation",
     "train",
     "translate",
 ]

@@ -1012,42 +1012,26 @@ def load_data(name, spec, *, fixed=None, space=None, val_ratio=0.1, seed=0, epoc
     fixed = {k: v for k, v in dict(fixed or {}).items() if k not in FIT_ARGUMENTS}
     base = dataclasses.asdict(registry.config(name, **fixed))
     options = {key: options.get(key) for key in training.DATA_OPTIONS}
-    kind, data = training._load_data(name, spec, options, base, seed, quiet)
+    kind, data = training.load_data(name, spec, options, base, seed, quiet)
     if kind == "translation":
-        cap = base["vocabulary_size"]
-        tokenizer, _ = training._learn_tokenizers(data.train_pairs, (cap, cap), False, quiet)
-        derived = {"vocabulary_size": tokenizer.vocab_size}
-        if "source_vocabulary_size" in base:
-            derived.update(source_vocabulary_size=None, target_vocabulary_size=None)
+        tokenizers = training.learn_tokenizers(data.train_pairs, base, quiet=quiet)
+        count = len(data.train_pairs)
 
         def make(global_batch):
             return training.translation_datasets(
-                data.train_pairs, tokenizer, tokenizer, global_batch, base["max_length"],
-                val_ratio, seed,
+                data.train_pairs, *tokenizers, global_batch, base["max_length"], val_ratio, seed,
             )
-
-        check = {}
     else:
-        height, width, channels = data.x_train.shape[1:]
-        if height != width:
-            raise ValueError(f"the zoo's ViTs take square images; the data's are {height}x{width}")
-        derived = {"image_size": int(height), "channels": int(channels),
-                   "num_classes": len(data.class_names)}
-        check = derived
+        tokenizers = None
+        count = len(data.x_train)
 
         def make(global_batch):
             return training.image_datasets(data.x_train, data.y_train, global_batch, val_ratio, seed)
 
-    for key, value in check.items():
-        if key in fixed and fixed[key] != value:
-            raise ValueError(
-                f"{key}={fixed[key]!r} does not fit the data, which has {key}={value!r}; "
-                "leave it out (it is taken from the data)."
-            )
     datasets_for = functools.lru_cache(maxsize=4)(make)
-    count = len(data.train_pairs) if kind == "translation" else len(data.x_train)
-    train_index, validation_index = training._split_validation(count, val_ratio, seed)
+    train_index, validation_index = training.split_validation(count, val_ratio, seed)
     num_train, num_validation = len(train_index), len(validation_index)
+    total_steps = None
     if "decay_steps" in base and "decay_steps" not in fixed:
         batch_sizes = [fixed_batch or 16]
         search = registry.search_space(name)
@@ -1057,7 +1041,10 @@ def load_data(name, spec, *, fixed=None, space=None, val_ratio=0.1, seed=0, epoc
         steps = math.ceil(num_train / min(batch_sizes))
         if steps_per_epoch:
             steps = min(steps, steps_per_epoch)
-        derived["decay_steps"] = max(1, epochs * steps)
+        total_steps = epochs * steps
+    derived = training.config_from_data(
+        base, kind, data, tokenizers, overrides=fixed, total_steps=total_steps
+    )
 
     def train_data(global_batch):
         return distribute.shard_by_data(datasets_for(global_batch)[0])
@@ -1066,8 +1053,8 @@ def load_data(name, spec, *, fixed=None, space=None, val_ratio=0.1, seed=0, epoc
         return distribute.shard_by_data(datasets_for(global_batch)[1])
 
     return TuningData(
-        train_data, validation_data if num_validation else None,
-        {k: v for k, v in derived.items() if k in base}, kind, num_train, num_validation,
+        train_data, validation_data if num_validation else None, derived, kind, num_train,
+        num_validation,
     )
 
 
