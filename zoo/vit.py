@@ -20,6 +20,11 @@ class ViTConfig:
     (set it to epochs × steps per epoch; `zoo train` does), weight decay on the
     kernels only, cross-entropy with optional label smoothing. Augmentation
     layers (active only in training) are part of the model.
+
+    `pooling`: what the classifier head sees. `"cls"` (the paper's default): a
+    learnable class token is prepended to the P patch tokens and its output is
+    classified. `"gap"` (the paper's Appendix D.3 alternative): no class token;
+    the P patch outputs are averaged.
     """
 
     image_size: int = 224
@@ -33,6 +38,7 @@ class ViTConfig:
     dropout: float = 0.0
     attention_dropout: float = 0.0
     layer_norm_epsilon: float = 1e-6
+    pooling: str = "cls"
     # Augmentation (training only).
     random_flip: bool = False
     random_translation: float = 0.0
@@ -54,6 +60,7 @@ class ViTConfig:
             self, "dropout", "attention_dropout", "label_smoothing", "random_translation",
             "random_zoom",
         )
+        registry.check_choice(self, "pooling", ("cls", "gap"))
         if self.image_size % self.patch_size:
             raise ValueError(
                 "patch_size must divide image_size; received "
@@ -79,7 +86,10 @@ class ViTConfig:
         """The parameter count, computed from the sizes (nothing is built)."""
         d, m = self.hidden_dim, self.mlp_dim
         patch = self.patch_size**2 * self.channels * d + d
-        tokens = d + (self.num_patches + 1) * d  # class token + position embeddings
+        if self.pooling == "cls":
+            tokens = d + (self.num_patches + 1) * d  # class token + position embeddings
+        else:
+            tokens = self.num_patches * d  # position embeddings
         layer = 4 * (d * d + d) + (2 * d * m + m + d) + 2 * (2 * d)
         head = 2 * d + d * self.num_classes + self.num_classes
         return patch + tokens + self.num_layers * layer + head
@@ -95,8 +105,9 @@ class ViTConfig:
 def build(config):
     """The functional `keras.Model` for a `ViTConfig`.
 
-    Layer names: `patch_embedding`, `class_token`, `position_embedding`,
-    `encoder_block_{i}`, `encoder_norm`, `head`.
+    Layer names: `patch_embedding`, `class_token` (`pooling="cls"`),
+    `position_embedding`, `encoder_block_{i}`, `encoder_norm`, `pooling`
+    (`pooling="gap"`), `head`.
     """
     size, channels = config.image_size, config.channels
     images = keras.Input((size, size, channels), name="images")
@@ -106,9 +117,11 @@ def build(config):
             config.random_flip, config.random_translation, config.random_zoom, name="augmentation"
         )(x)
     x = ka.PatchEmbedding(config.patch_size, config.hidden_dim, name="patch_embedding")(x)
-    x = ka.ClassToken(name="class_token")(x)  # (B, N + 1, D)
+    cls = config.pooling == "cls"
+    if cls:
+        x = ka.ClassToken(name="class_token")(x)  # (B, T = P + 1, D)
     x = ka.PositionEmbedding(
-        config.num_patches + 1,
+        config.num_patches + int(cls),
         initializer=keras.initializers.RandomNormal(stddev=0.02),
         name="position_embedding",
     )(x)
@@ -125,7 +138,10 @@ def build(config):
             name=f"encoder_block_{i}",
         )(x)
     x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(x)
-    representation = x[:, 0]  # the class token's output, (B, D)
+    if cls:
+        representation = x[:, 0]  # the class token's output, (B, D)
+    else:
+        representation = keras.layers.GlobalAveragePooling1D(name="pooling")(x)  # (B, D)
     logits = keras.layers.Dense(config.num_classes, name="head")(representation)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
     return keras.Model(images, logits, name="vit")
@@ -194,52 +210,35 @@ def compile_model(model, config):
     optimizer.exclude_from_weight_decay(
         var_names=["bias", "gamma", "beta", "position_embeddings", "token"]
     )
-    if config.label_smoothing:
-        loss = SmoothedSparseCrossentropy(config.label_smoothing)
-    else:
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    # The keras_attention loss and metric with no padding (`pad_id=None`): the
+    # sparse cross-entropy (label smoothing as Keras' categorical one) and
+    # accuracy, exact under a tf.distribute strategy whatever the split of a
+    # batch over the replicas (Keras' own are not on an uneven last batch).
     model.compile(
         optimizer=optimizer,
-        loss=loss,
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        loss=ka.MaskedSparseCategoricalCrossentropy(
+            pad_id=None, label_smoothing=config.label_smoothing, from_logits=True,
+            name="sparse_categorical_crossentropy",
+        ),
+        metrics=[ka.MaskedAccuracy(pad_id=None, name="accuracy")],
         jit_compile=config.jit_compile,
     )
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class SmoothedSparseCrossentropy(keras.losses.Loss):
-    """Sparse labels with label smoothing (Keras's sparse loss has no smoothing)."""
-
-    def __init__(self, label_smoothing=0.1, name="smoothed_sparse_crossentropy", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.label_smoothing = label_smoothing
-
-    def call(self, y_true, y_pred):
-        num_classes = y_pred.shape[-1]
-        y_true = keras.ops.one_hot(keras.ops.cast(keras.ops.reshape(y_true, (-1,)), "int32"),
-                                   num_classes)
-        return keras.losses.categorical_crossentropy(
-            y_true, y_pred, from_logits=True, label_smoothing=self.label_smoothing
-        )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"label_smoothing": self.label_smoothing})
-        return config
 
 
 def attention_weights(model, images):
     """Every self-attention map of a ViT for a batch, computed eagerly.
 
     Returns:
-        dict `encoder_block_{i}/self_attention` -> numpy `(B, N, P + 1, P + 1)`
-        (P patches; index 0 is the class token).
+        dict `encoder_block_{i}/self_attention` -> numpy `(B, N, T, T)`:
+        T = P + 1 with `pooling="cls"` (P patches; index 0 is the class token),
+        T = P with `pooling="gap"` (no class token).
     """
     layers = {layer.name: layer for layer in model.layers}
     x = keras.ops.cast(keras.ops.convert_to_tensor(images), "float32")
     x = layers["rescaling"](x)
     x = layers["patch_embedding"](x)
-    x = layers["class_token"](x)
+    if "class_token" in layers:
+        x = layers["class_token"](x)
     x = layers["position_embedding"](x)
     weights = {}
     i = 0
