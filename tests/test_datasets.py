@@ -197,6 +197,57 @@ def test_get_translation_dataset(tmp_path):
         datasets.get_translation_dataset("tsv:")
 
 
+# === Progress bars ===
+
+
+@pytest.mark.parametrize("generate", [datasets.numbers, datasets.dates])
+def test_generated_datasets_show_progress_only_when_asked(capsys, generate):
+    quiet = generate(num_train=1500, num_test=100, seed=3)
+    assert capsys.readouterr().out == ""
+    shown = generate(num_train=1500, num_test=100, seed=3, progress=True)
+    out = capsys.readouterr().out
+    assert "1000/1600" in out and "1600/1600" in out and "pair" in out
+    assert (shown.train_pairs, shown.test_pairs) == (quiet.train_pairs, quiet.test_pairs)
+
+
+def test_tsv_progress_counts_every_line_of_each_file(capsys, tmp_path):
+    lines = "".join(f"quelle {i}\tziel {i}\n" for i in range(2499)) + "kein tab\nletzte\tlast"
+    train = write(tmp_path / "train.tsv", lines.encode())
+    test = write(tmp_path / "test.tsv", b"a\tb\n\nc\td\n")
+    quiet = datasets.tsv(train, test_path=test)
+    assert capsys.readouterr().out == ""
+    shown = datasets.tsv(train, test_path=test, progress=True)
+    out = capsys.readouterr().out
+    assert "2501/2501" in out and "3/3" in out and "line" in out
+    assert (shown.train_pairs, shown.test_pairs, shown.skipped) == (
+        quiet.train_pairs,
+        quiet.test_pairs,
+        quiet.skipped,
+    )
+
+
+@pytest.mark.parametrize(
+    "data, lines", [(b"", 0), (b"a\n", 1), (b"a", 1), (b"a\n\nb", 3), (b"\n" * 5, 5)]
+)
+def test_count_lines_matches_the_reader(tmp_path, data, lines):
+    path = write(tmp_path / "x.tsv", data)
+    assert datasets._count_lines(path) == lines
+    with open(path, "rb") as file:
+        assert sum(1 for _ in file) == lines
+
+
+def test_load_passes_progress_to_text_datasets_only(capsys, tmp_path):
+    data = datasets.load("numbers", train_size=50, test_size=5, progress=True)
+    assert "55/55" in capsys.readouterr().out and len(data.train_pairs) == 50
+    path = write(tmp_path / "x.tsv", b"a\tb\nc\td\n")
+    datasets.load(f"tsv:{path}", test_ratio=0.5, progress=True)
+    assert "2/2" in capsys.readouterr().out
+    datasets.load("digits", progress=True)  # images load in about a second: no bar
+    assert capsys.readouterr().out == ""
+    datasets.load("dates", train_size=20, test_size=2)
+    assert capsys.readouterr().out == ""
+
+
 # === IDX files ===
 
 

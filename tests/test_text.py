@@ -92,6 +92,43 @@ def test_vocabulary_from_dataset_matches_list(numbers_data):
     assert from_list == from_dataset
 
 
+def test_vocabulary_progress_only_when_asked_and_same_result(capsys, numbers_data):
+    sentences = numbers_data.train_sources  # 1,500 sentences: two batches of counting
+    quiet = text.train_wordpiece_vocabulary(sentences, 300)
+    assert capsys.readouterr().out == ""
+    shown = text.train_wordpiece_vocabulary(sentences, 300, progress=True)
+    out = capsys.readouterr().out
+    assert shown == quiet and len(shown) == 300
+    assert "1500/1500" in out and "sentence" in out  # counting words
+    assert "300/300" in out and "token" in out  # merges up to the vocabulary size
+
+
+def test_vocabulary_progress_ends_at_the_size_reached(capsys, numbers_data):
+    sentences = numbers_data.train_targets[:200]
+    vocabulary = text.train_wordpiece_vocabulary(sentences, 5000, progress=True)
+    out = capsys.readouterr().out
+    assert len(vocabulary) < 5000  # merging ran out of frequent pairs
+    assert f"{len(vocabulary)}/{len(vocabulary)}" in out and "/5000" in out
+
+
+def test_vocabulary_progress_counts_a_dataset_of_unknown_size(capsys, numbers_data):
+    sentences = numbers_data.train_targets[:300]
+    dataset = tf.data.Dataset.from_tensor_slices(sentences).filter(lambda s: True)
+    assert int(dataset.cardinality()) < 0  # unknown
+    vocabulary = text.train_wordpiece_vocabulary(dataset, 80, progress=True)
+    assert "300/Unknown" in capsys.readouterr().out
+    assert vocabulary == text.train_wordpiece_vocabulary(sentences, 80)
+
+
+def test_from_corpus_forwards_progress(capsys, numbers_data):
+    sentences = numbers_data.train_targets[:100]
+    tokenizer = text.WordPieceTokenizer.from_corpus(sentences, 60, progress=True)
+    out = capsys.readouterr().out
+    assert "100/100" in out and f"{tokenizer.vocab_size}/{tokenizer.vocab_size}" in out
+    text.WordPieceTokenizer.from_corpus(sentences, 60)
+    assert capsys.readouterr().out == ""
+
+
 def test_tensorflow_text_learner_builds_a_usable_vocabulary(numbers_data):
     sentences = numbers_data.train_targets[:300]
     vocabulary = text.train_wordpiece_vocabulary(

@@ -15,6 +15,9 @@ Translation (all return a `TranslationData`, pairs are `(source, target)`):
 * `tsv(path)`: your own `source<TAB>target` file.
 * `get_translation_dataset("numbers" | "dates" | "tsv:PATH", **kwargs)`.
 
+Each takes `progress=False`; with True a `keras.utils.Progbar` on stdout
+counts the pairs generated or the lines read.
+
 Images (all return an `ImageData`: uint8 images (N, H, W, C) and int labels;
 it unpacks as `(x_train, y_train), (x_test, y_test), class_names`):
 
@@ -37,6 +40,22 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 TRANSLATION_DATASETS = ("numbers", "dates", "tsv:PATH")
+PROGRESS_EVERY = 1000  # items between two progress bar updates
+
+
+def _progress_bar(total, unit_name, progress):
+    """A `keras.utils.Progbar` over `total` items when `progress`, else None."""
+    if not progress:
+        return None
+    import keras
+
+    return keras.utils.Progbar(total, unit_name=unit_name)
+
+
+def _update(bar, count, total):
+    """Move `bar` to `count` every `PROGRESS_EVERY` items and at `total`."""
+    if bar is not None and (count % PROGRESS_EVERY == 0 or count == total):
+        bar.update(count)
 
 
 @dataclasses.dataclass
@@ -122,6 +141,7 @@ def numbers(
     max_number=999_999,
     source_language="de",
     target_language="en",
+    progress=False,
 ):
     """Number words in `source_language` -> the same number in `target_language`.
 
@@ -136,6 +156,7 @@ def numbers(
         seed: NumPy seed; the same seed gives the same split.
         max_number: the largest number (at most 999,999,999).
         source_language, target_language: `num2words` language codes.
+        progress: show a progress bar (unit "pair") on stdout.
 
     Returns:
         `TranslationData`; `metadata["train_numbers"]`/`["test_numbers"]`
@@ -177,16 +198,16 @@ def numbers(
     rng = np.random.default_rng(seed)
     drawn = [int(n) for n in _stratified_sample(rng, strata, num_train + num_test)]
     test_numbers, train_numbers = drawn[:num_test], drawn[num_test:]
-
-    def pairs(values):
-        return [
-            (num2words(n, lang=source_language), num2words(n, lang=target_language)) for n in values
-        ]
+    bar = _progress_bar(len(drawn), "pair", progress)
+    pairs = []
+    for n in drawn:
+        pairs.append((num2words(n, lang=source_language), num2words(n, lang=target_language)))
+        _update(bar, len(pairs), len(drawn))
 
     return TranslationData(
         name="numbers",
-        train_pairs=pairs(train_numbers),
-        test_pairs=pairs(test_numbers),
+        train_pairs=pairs[num_test:],
+        test_pairs=pairs[:num_test],
         source_language=source_language,
         target_language=target_language,
         metadata={
@@ -206,6 +227,7 @@ def dates(
     formats=("full", "long", "medium"),
     first_year=1900,
     last_year=2099,
+    progress=False,
 ):
     """Dates written by `babel` in `locale` -> ISO 8601 dates.
 
@@ -221,6 +243,7 @@ def dates(
         formats: babel date formats ("full", "long", "medium", "short") or
             CLDR patterns such as "d. MMMM y".
         first_year, last_year: the range of years (inclusive).
+        progress: show a progress bar (unit "pair") on stdout.
 
     Returns:
         `TranslationData` with target language "iso8601".
@@ -251,11 +274,13 @@ def dates(
     rng = np.random.default_rng(seed)
     ordinals = first + rng.choice(last - first + 1, num_train + num_test, replace=False)
     chosen_formats = rng.integers(0, len(formats), num_train + num_test)
+    bar = _progress_bar(num_train + num_test, "pair", progress)
     pairs = []
     for ordinal, format_index in zip(ordinals.tolist(), chosen_formats.tolist()):
         day = datetime.date.fromordinal(ordinal)
         source = babel.dates.format_date(day, format=formats[format_index], locale=locale)
         pairs.append((source, day.isoformat()))
+        _update(bar, len(pairs), num_train + num_test)
     return TranslationData(
         name="dates",
         train_pairs=pairs[num_test:],
@@ -271,16 +296,33 @@ def dates(
 _SKIP_REASONS = ("blank", "no_tab", "extra_tab", "empty_side", "invalid_utf8")
 
 
-def _read_tsv_pairs(path):
-    """Parse one `source<TAB>target` file: (pairs, skipped counts, first bad line numbers)."""
+def _count_lines(path):
+    """The number of lines `enumerate(open(path, "rb"))` gives, read in 1 MiB chunks."""
+    lines, last = 0, b""
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            lines += chunk.count(b"\n")
+            last = chunk
+    return lines + (1 if last and not last.endswith(b"\n") else 0)
+
+
+def _read_tsv_pairs(path, progress=False):
+    """Parse one `source<TAB>target` file: (pairs, skipped counts, first bad line numbers).
+
+    With `progress`, the lines are counted first (a fast pass over the bytes)
+    so the bar (unit "line") has a total.
+    """
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"TSV file not found: {path}")
+    total = _count_lines(path) if progress else None
+    bar = _progress_bar(total, "line", progress)
     pairs = []
     skipped = dict.fromkeys(_SKIP_REASONS, 0)
     examples = []  # (line number, reason) of the first skipped lines
     with open(path, "rb") as file:
         for number, raw in enumerate(file, start=1):
+            _update(bar, number, total)
             if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]  # UTF-8 byte-order mark
             raw = raw.rstrip(b"\r\n")
@@ -322,7 +364,14 @@ def _read_tsv_pairs(path):
 
 
 def tsv(
-    path, test_path=None, test_ratio=0.05, seed=0, name=None, source_language="", target_language=""
+    path,
+    test_path=None,
+    test_ratio=0.05,
+    seed=0,
+    name=None,
+    source_language="",
+    target_language="",
+    progress=False,
 ):
     """Read `source<TAB>target` pairs, one a line, UTF-8 with or without BOM.
 
@@ -339,6 +388,7 @@ def tsv(
         seed: NumPy seed for the split.
         name: dataset name; defaults to the file's stem.
         source_language, target_language: recorded as given.
+        progress: show a progress bar (unit "line") on stdout, one per file.
 
     Returns:
         `TranslationData`; `metadata["skipped_by_file"]` has per-file counts.
@@ -349,11 +399,11 @@ def tsv(
     """
     if not (isinstance(test_ratio, (int, float)) and 0 <= test_ratio < 1):
         raise ValueError(f"test_ratio must be in [0, 1); received test_ratio={test_ratio!r}")
-    pairs, skipped = _read_tsv_pairs(path)
+    pairs, skipped = _read_tsv_pairs(path, progress)
     skipped_by_file = {str(path): skipped}
     if test_path is not None:
         train_pairs = pairs
-        test_pairs, test_skipped = _read_tsv_pairs(test_path)
+        test_pairs, test_skipped = _read_tsv_pairs(test_path, progress)
         skipped_by_file[str(test_path)] = test_skipped
     else:
         num_test = 0
@@ -699,6 +749,7 @@ def load(
     image_size=None,
     color_mode="rgb",
     seed=0,
+    progress=False,
 ):
     """Any dataset from its spec, as `zoo train --data SPEC` names it.
 
@@ -718,6 +769,9 @@ def load(
         image_size: `images:` only: `(height, width)` or an int; required.
         color_mode: `images:` only: "rgb", "grayscale" or "rgba".
         seed: generation, split and subset seed.
+        progress: `numbers`/`dates`/`tsv:` only: show a `keras.utils.Progbar`
+            on stdout while pairs are generated or lines read. Image datasets
+            load in about a second and show none.
 
     Returns:
         `TranslationData` or `ImageData`; `metadata["spec"]` is `spec`.
@@ -737,6 +791,7 @@ def load(
                 num_train=defaults[0] if train_size is None else train_size,
                 num_test=defaults[1] if test_size is None else test_size,
                 seed=seed,
+                progress=progress,
             )
         else:
             data = get_translation_dataset(
@@ -744,6 +799,7 @@ def load(
                 test_path=test_path,
                 test_ratio=0.05 if test_ratio is None else test_ratio,
                 seed=seed,
+                progress=progress,
             )
             (data.train_pairs,) = _subset(seed, [data.train_pairs], train_size, "train_size")
             (data.test_pairs,) = _subset(seed + 1, [data.test_pairs], test_size, "test_size")

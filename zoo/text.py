@@ -158,7 +158,18 @@ def _check_reserved_tokens(reserved_tokens):
     return reserved_tokens
 
 
-def count_words(sentences, lower_case=True, normalization_form="NFKC", batch_size=1024):
+def _progress_bar(total, unit_name, progress):
+    """A `keras.utils.Progbar` over `total` items (None: unknown) when `progress`, else None."""
+    if not progress:
+        return None
+    import keras
+
+    return keras.utils.Progbar(total, unit_name=unit_name)
+
+
+def count_words(
+    sentences, lower_case=True, normalization_form="NFKC", batch_size=1024, progress=False
+):
     """Count the words `split_words` finds in `sentences`.
 
     Args:
@@ -166,6 +177,8 @@ def count_words(sentences, lower_case=True, normalization_form="NFKC", batch_siz
             scalar `tf.string`.
         lower_case, normalization_form: as in `normalize`.
         batch_size: strings tokenized per TensorFlow call.
+        progress: show a progress bar (unit "sentence") on stdout, moved
+            once a batch; a dataset of unknown size shows a counter.
 
     Returns:
         `collections.Counter` mapping word (`str`) to count.
@@ -178,6 +191,8 @@ def count_words(sentences, lower_case=True, normalization_form="NFKC", batch_siz
                 f"{sentences.element_spec}"
             )
         dataset = sentences
+        total = int(dataset.cardinality())
+        total = total if total >= 0 else None  # unknown or infinite
     else:
         if isinstance(sentences, (str, bytes)):
             raise ValueError(
@@ -192,16 +207,29 @@ def count_words(sentences, lower_case=True, normalization_form="NFKC", batch_siz
                     f"{type(sentence).__name__}: {sentence!r}"
                 )
         dataset = tf.data.Dataset.from_tensor_slices(tf.constant(sentences, tf.string))
+        total = len(sentences)
     dataset = dataset.batch(batch_size).map(
-        lambda batch: split_words(batch, lower_case, normalization_form).flat_values
+        lambda batch: (
+            split_words(batch, lower_case, normalization_form).flat_values,
+            tf.size(batch),
+        )
     )
+    bar = _progress_bar(total, "sentence", progress)
     counts = collections.Counter()
-    for words in dataset.as_numpy_iterator():
+    seen = 0
+    for words, batch_length in dataset.as_numpy_iterator():
         counts.update(words.tolist())
+        seen += int(batch_length)
+        if bar is not None and seen != total:
+            bar.update(seen)
+    if bar is not None:
+        bar.update(seen, finalize=True)
     return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
 
 
-def _learn_wordpiece_bpe(word_counts, vocab_size, reserved_tokens, min_frequency, max_unique_chars):
+def _learn_wordpiece_bpe(
+    word_counts, vocab_size, reserved_tokens, min_frequency, max_unique_chars, progress=False
+):
     """WordPiece vocabulary from pair merges, most frequent pair first.
 
     Sennrich et al. 2016 ("Neural Machine Translation of Rare Words with
@@ -212,6 +240,10 @@ def _learn_wordpiece_bpe(word_counts, vocab_size, reserved_tokens, min_frequency
     such as punctuation, only as `c`) so any word made of known characters can
     be split.
     Ties are broken by the pair's text, so the result is deterministic.
+
+    With `progress`, a bar (unit "token") counts the vocabulary up to
+    `vocab_size`, moved every 100 tokens; when merging stops earlier (no pair
+    is seen `min_frequency` times) it ends at the size reached.
     """
     char_counts = collections.Counter()
     inside_words = set()  # characters seen in words of two or more characters
@@ -233,6 +265,9 @@ def _learn_wordpiece_bpe(word_counts, vocab_size, reserved_tokens, min_frequency
             if token not in seen:
                 seen.add(token)
                 vocabulary.append(token)
+    bar = _progress_bar(vocab_size, "token", progress)
+    if bar is not None and len(vocabulary) < vocab_size:
+        bar.update(len(vocabulary))
 
     words, counts = [], []
     for word, count in sorted(word_counts.items()):
@@ -262,6 +297,8 @@ def _learn_wordpiece_bpe(word_counts, vocab_size, reserved_tokens, min_frequency
         if merged not in seen:
             seen.add(merged)
             vocabulary.append(merged)
+            if bar is not None and len(vocabulary) % 100 == 0 and len(vocabulary) < vocab_size:
+                bar.update(len(vocabulary))
         changes = collections.Counter()
         for index in sorted(words_with_pair.pop(pair, ())):
             symbols, count = words[index], counts[index]
@@ -294,6 +331,9 @@ def _learn_wordpiece_bpe(word_counts, vocab_size, reserved_tokens, min_frequency
             else:
                 pair_counts[changed_pair] = count
                 heapq.heappush(heap, (-count, changed_pair))
+    if bar is not None:
+        bar.target = len(vocabulary)  # below vocab_size when merging stopped early
+        bar.update(len(vocabulary), finalize=True)
     return vocabulary
 
 
@@ -307,6 +347,7 @@ def train_wordpiece_vocabulary(
     max_unique_chars=1000,
     algorithm="bpe",
     learn_params=None,
+    progress=False,
 ):
     """Learn a WordPiece vocabulary from `sentences`.
 
@@ -339,6 +380,9 @@ def train_wordpiece_vocabulary(
         algorithm: `"bpe"` or `"tensorflow_text"`.
         learn_params: `"tensorflow_text"` only: keyword arguments for
             `wordpiece_tokenizer_learner_lib.learn`.
+        progress: show `keras.utils.Progbar`s on stdout: one over the
+            sentences while their words are counted, then (`"bpe"` only) one
+            over the vocabulary as merges add tokens.
 
     Returns:
         list of `str`, the vocabulary, reserved tokens first.
@@ -363,7 +407,7 @@ def train_wordpiece_vocabulary(
     if not isinstance(max_unique_chars, int) or max_unique_chars < 1:
         raise ValueError(f"max_unique_chars must be an int >= 1; received {max_unique_chars!r}")
 
-    word_counts = count_words(sentences, lower_case, normalization_form)
+    word_counts = count_words(sentences, lower_case, normalization_form, progress=progress)
     for token in reserved_tokens:
         word_counts.pop(token, None)
     if not word_counts:
@@ -371,7 +415,7 @@ def train_wordpiece_vocabulary(
 
     if algorithm == "bpe":
         return _learn_wordpiece_bpe(
-            word_counts, vocab_size, reserved_tokens, min_frequency, max_unique_chars
+            word_counts, vocab_size, reserved_tokens, min_frequency, max_unique_chars, progress
         )
 
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
@@ -520,7 +564,10 @@ class WordPieceTokenizer(tf.Module):
     def from_corpus(
         cls, sentences, vocab_size, lower_case=True, normalization_form="NFKC", **kwargs
     ):
-        """Learn a vocabulary (`train_wordpiece_vocabulary`) and build a tokenizer on it."""
+        """Learn a vocabulary (`train_wordpiece_vocabulary`) and build a tokenizer on it.
+
+        `kwargs` go to `train_wordpiece_vocabulary` (e.g. `progress=True`).
+        """
         vocabulary = train_wordpiece_vocabulary(
             sentences,
             vocab_size,

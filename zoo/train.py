@@ -496,7 +496,9 @@ def load_data(name, spec, options=None, model_config=None, seed=0, quiet=False):
         model_config: the model's config as a dict; `images:DIR` folders are
             resized to its `image_size` and read with its `channels` (1, 3 or 4).
         seed: the generation and split seed.
-        quiet: print nothing (else the sizes and a first example).
+        quiet: print nothing (else the sizes and a first example, and a
+            progress bar while pairs are generated or read when stdout is a
+            terminal).
 
     Returns:
         `(kind, data)`: `"translation"` and a `zoo.datasets.TranslationData`
@@ -518,7 +520,7 @@ def load_data(name, spec, options=None, model_config=None, seed=0, quiet=False):
         kwargs["color_mode"] = {1: "grayscale", 3: "rgb", 4: "rgba"}.get(channels)
         if kwargs["color_mode"] is None:
             raise ValueError(f"images: datasets need channels 1, 3 or 4; received {channels}")
-    data = datasets.load(spec, seed=seed, **kwargs)
+    data = datasets.load(spec, seed=seed, progress=not quiet and sys.stdout.isatty(), **kwargs)
     if kind == "translation":
         skipped = {reason: count for reason, count in data.skipped.items() if count}
         extra = f"; skipped lines: {skipped}" if skipped else ""
@@ -611,7 +613,8 @@ def learn_tokenizers(pairs, model_config, separate=False, quiet=False):
             most its `vocabulary_size` tokens (with `separate`: its
             `source_vocabulary_size` and `target_vocabulary_size` when set).
         separate: learn one vocabulary per side instead of a shared one.
-        quiet: print nothing.
+        quiet: print nothing (else a start line, progress bars when stdout is
+            a terminal, and the sizes).
 
     Returns:
         `(source, target)` `zoo.text.WordPieceTokenizer`s: the same object
@@ -624,14 +627,19 @@ def learn_tokenizers(pairs, model_config, separate=False, quiet=False):
     else:
         vocab_sizes = (shared, shared)
     started = time.monotonic()
+    progress = not quiet and sys.stdout.isatty()
     if separate:
         _say(
             f"Learning WordPiece vocabularies (source at most {vocab_sizes[0]}, target at most "
             f"{vocab_sizes[1]} tokens) from {len(pairs):,} pairs...",
             quiet,
         )
-        source = text.WordPieceTokenizer.from_corpus([s for s, _ in pairs], vocab_sizes[0])
-        target = text.WordPieceTokenizer.from_corpus([t for _, t in pairs], vocab_sizes[1])
+        source = text.WordPieceTokenizer.from_corpus(
+            [s for s, _ in pairs], vocab_sizes[0], progress=progress
+        )
+        target = text.WordPieceTokenizer.from_corpus(
+            [t for _, t in pairs], vocab_sizes[1], progress=progress
+        )
         _say(f"  {source.vocab_size} + {target.vocab_size} tokens "
              f"({time.monotonic() - started:.1f} s)", quiet)
         return source, target
@@ -641,7 +649,7 @@ def learn_tokenizers(pairs, model_config, separate=False, quiet=False):
         quiet,
     )
     tokenizer = text.WordPieceTokenizer.from_corpus(
-        [sentence for pair in pairs for sentence in pair], vocab_sizes[0]
+        [sentence for pair in pairs for sentence in pair], vocab_sizes[0], progress=progress
     )
     _say(f"  {tokenizer.vocab_size} tokens ({time.monotonic() - started:.1f} s)", quiet)
     return tokenizer, tokenizer
