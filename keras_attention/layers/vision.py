@@ -10,8 +10,13 @@ from keras_attention.layers.multi_head import _check_positive_int
 class PatchEmbedding(keras.layers.Layer):
     """Cuts an image into P×P patches and projects each linearly: `z_i = x_i E`.
 
-    Implemented as a convolution with kernel = stride = P, which is exactly the
-    linear map of the flattened `(P·P·C)` patch.
+    The weights are those of a convolution with kernel = stride = P (a
+    `Conv2D` sublayer named `projection`, kernel `(P, P, C, D)`), which is
+    exactly the linear map of the flattened `(P·P·C)` patch. With a static
+    image size the patches are cut with reshapes and projected with one
+    matrix product (the same numbers; TensorFlow's convolution returns its
+    input unchanged on an empty batch, e.g. on an idle replica under
+    `tf.distribute`).
 
     Args:
         patch_size: P; the image height and width must be multiples of it.
@@ -67,9 +72,20 @@ class PatchEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        patches = self.projection(inputs)  # (B, H/P, W/P, D)
-        batch = ops.shape(patches)[0]
-        return ops.reshape(patches, (batch, -1, self.embedding_dim))  # (B, N, D)
+        height, width, channels = inputs.shape[1], inputs.shape[2], inputs.shape[3]
+        batch = ops.shape(inputs)[0]
+        if height is None or width is None or channels is None:
+            patches = self.projection(inputs)  # (B, H/P, W/P, D)
+            return ops.reshape(patches, (batch, -1, self.embedding_dim))  # (B, N, D)
+        p = self.patch_size
+        rows, columns = height // p, width // p
+        x = ops.reshape(inputs, (batch, rows, p, columns, p, channels))
+        x = ops.transpose(x, (0, 1, 3, 2, 4, 5))  # (B, H/P, W/P, P, P, C)
+        x = ops.reshape(x, (batch, rows * columns, p * p * channels))  # (B, N, P·P·C)
+        # The conv kernel (P, P, C, D) flattened in the same (row, column, channel) order.
+        kernel = ops.reshape(self.projection.kernel, (p * p * channels, self.embedding_dim))
+        outputs = ops.matmul(x, ops.cast(kernel, x.dtype))
+        return outputs + ops.cast(self.projection.bias, x.dtype)  # (B, N, D)
 
     def compute_output_shape(self, input_shape):
         _, height, width, _ = input_shape
