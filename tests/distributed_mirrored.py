@@ -73,6 +73,8 @@ FAMILIES = {
             image_size=8, channels=1, patch_size=4, num_layers=1, hidden_dim=16, num_heads=2,
             mlp_dim=32, num_classes=5, warmup_steps=1, decay_steps=50, label_smoothing=0.1,
             learning_rate=1e-2,
+            # No random augmentation: replicas draw other random numbers than one device.
+            random_flip=False, random_translation=0.0, random_erasing=0.0,
         ),
     ),
 }

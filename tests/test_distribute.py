@@ -163,7 +163,7 @@ def test_sync_loss_tracker_changes_nothing_on_one_device():
     import zoo
 
     model = zoo.get("vit-tiny", image_size=8, channels=1, patch_size=4, num_layers=1,
-                    hidden_dim=8, num_heads=2, mlp_dim=8, num_classes=3)
+                    hidden_dim=8, num_heads=2, mlp_dim=8, num_classes=3, label_smoothing=0.0)
     tracker = model._loss_tracker
     assert getattr(tracker, "_zoo_synced", False)  # zoo.get prepared it
     update = tracker.update_state

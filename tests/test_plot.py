@@ -109,7 +109,7 @@ def test_rollout_maps_reject_a_non_square_patch_count():
 
 @pytest.fixture
 def vit_model():
-    return zoo.get("vit-tiny", num_layers=2, compile=False)  # 28x28x1, patch 4: 7x7 grid
+    return zoo.get("vit-tiny", num_layers=2, patch_size=4, compile=False)  # 28x28x1: 7x7 grid
 
 
 def test_vit_attention_map_draws_the_rollout_of_the_model(vit_model, rng, tmp_path):

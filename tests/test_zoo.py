@@ -38,7 +38,7 @@ EXPECTED_PARAMS = {
     "transformer-small": 7_577_600,
     "transformer-base": 63_082_496,
     "transformer-big": 214_245_376,
-    "vit-tiny": 139_018,
+    "vit-tiny": 151_562,
     "vit-tiny-32": 142_026,
     "vit-ti16": 5_717_416,
     "vit-s16": 22_050_664,
@@ -136,7 +136,9 @@ TINY = {
 TRAINABLE = {
     "transformer": dict(dropout=0.0, label_smoothing=0.0, warmup_steps=20),
     "seq2seq": dict(dropout=0.0, label_smoothing=0.0, learning_rate=1e-2),
-    "vit": dict(dropout=0.0, warmup_steps=10, learning_rate=3e-3, decay_steps=1000),
+    "vit": dict(dropout=0.0, warmup_steps=10, learning_rate=3e-3, decay_steps=1000,
+                label_smoothing=0.0, random_flip=False, random_translation=0.0,
+                random_erasing=0.0),
 }
 # One registered name per family for the training tests.
 FAMILIES = {"transformer": "transformer-tiny", "seq2seq": "seq2seq-bahdanau-small",
@@ -418,6 +420,78 @@ def test_vit_augmentation_is_inactive_when_called_without_training():
     assert not np.allclose(flipped, numpy(model(images, training=False)))
 
 
+def test_shifted_images_match_numpy_shifts():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(2, 6, 5, 3)).astype("float32")
+    shifted = numpy(zoo.vit.ShiftedImages(2)(images))
+    assert shifted.shape == (2, 6, 5, 15)
+
+    def shift(x, dy, dx):  # out[i, j] = x[i - dy, j - dx], zero outside
+        out = np.zeros_like(x)
+        for i in range(x.shape[1]):
+            for j in range(x.shape[2]):
+                if 0 <= i - dy < x.shape[1] and 0 <= j - dx < x.shape[2]:
+                    out[:, i, j] = x[:, i - dy, j - dx]
+        return out
+
+    expected = [images] + [shift(images, dy, dx) for dy in (-2, 2) for dx in (-2, 2)]
+    np.testing.assert_array_equal(shifted, np.concatenate(expected, axis=-1))
+    with pytest.raises(ValueError, match="shift"):
+        zoo.vit.ShiftedImages(-1)
+
+
+def _find_shift(image, shifted, max_shift):
+    """The (dy, dx) with shifted[i, j] = image[i - dy, j - dx] (0 outside), or None."""
+    height, width = image.shape[:2]
+    for dy in range(-max_shift, max_shift + 1):
+        for dx in range(-max_shift, max_shift + 1):
+            expected = np.zeros_like(image)
+            expected[max(dy, 0):height + min(dy, 0), max(dx, 0):width + min(dx, 0)] = image[
+                max(-dy, 0):height + min(-dy, 0), max(-dx, 0):width + min(-dx, 0)
+            ]
+            if np.array_equal(expected, shifted):
+                return dy, dx
+    return None
+
+
+def test_random_shift_is_a_whole_pixel_translation_per_image():
+    rng = np.random.default_rng(0)
+    images = rng.uniform(1, 2, size=(16, 7, 9, 2)).astype("float32")  # no zeros inside
+    layer = zoo.vit.RandomShift(2, seed=0)
+    np.testing.assert_array_equal(numpy(layer(images)), images)  # inference: unchanged
+    shifted = numpy(layer(images, training=True))
+    shifts = [_find_shift(images[b], shifted[b], 2) for b in range(len(images))]
+    assert None not in shifts
+    assert len(set(shifts)) > 3  # each image draws its own shift
+    xla = tf.function(lambda x: layer(x, training=True), jit_compile=True)
+    shifted = numpy(xla(images))
+    assert None not in [_find_shift(images[b], shifted[b], 2) for b in range(len(images))]
+    with pytest.raises(ValueError, match="max_shift"):
+        zoo.vit.RandomShift(1.5)
+
+
+def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
+    overrides = trainable("vit-tiny") | dict(shifted_patches=True, random_erasing=0.5,
+                                               random_translation=0.1, random_flip=True,
+                                               jit_compile=True)
+    model = zoo.get("vit-tiny", **overrides)
+    assert model.count_params() == zoo.describe("vit-tiny", **overrides).num_params
+    assert model.get_layer("patch_embedding").weights[0].shape[2] == 5  # 5 x 1 channel
+    images, labels = random_images(zoo.config("vit-tiny", **overrides), batch=8)
+    # Augmentation (erasing too) only in training.
+    np.testing.assert_array_equal(numpy(model(images)), numpy(model(images, training=False)))
+    augmented = numpy(model.get_layer("augmentation")(images.astype("float32"), training=True))
+    assert (augmented == 0).sum() > (images == 0).sum()  # something was erased
+    history = model.fit(images, labels, epochs=2, batch_size=4, verbose=0)  # under XLA
+    assert np.isfinite(history.history["loss"]).all()
+    path = tmp_path / "vit.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
+    weights = zoo.attention_weights(loaded, images[:2])
+    assert len(weights) == overrides["num_layers"]
+
+
 def test_seq2seq_rejects_jit_compile_with_a_clear_error():
     # The decoder's keras.ops.scan is a tf.while_loop of unknown length, which XLA cannot
     # differentiate: the config says so instead of a cryptic error inside fit().
@@ -653,6 +727,9 @@ BAD_OVERRIDES = [
     ("vit-tiny", dict(warmup_steps=-1), "warmup_steps"),
     ("vit-tiny", dict(learning_rate=0.0), "learning_rate"),
     ("vit-tiny", dict(weight_decay=-0.1), "weight_decay"),
+    ("vit-tiny", dict(random_erasing=1.5), "random_erasing"),
+    ("vit-tiny", dict(random_erasing=-0.1), "random_erasing"),
+    ("vit-tiny", dict(random_zoom=0.1, jit_compile=True), "random_zoom"),
     ("seq2seq-bahdanau-small", dict(encoder_units=0), "encoder_units"),
     ("seq2seq-bahdanau-small", dict(dropout=1.0), "dropout"),
     ("seq2seq-bahdanau-small", dict(dropout=-0.1), "dropout"),

@@ -304,7 +304,7 @@ def build_parser():
         epilog=(
             "Examples:\n"
             "  zoo train transformer-tiny --data numbers --epochs 20 --out runs/numbers\n"
-            "  zoo train vit-tiny --data fashion-mnist --epochs 30 --set dropout=0.1\n"
+            "  zoo train vit-tiny --data fashion-mnist --epochs 80 --batch-size 128 --jit\n"
             "  zoo train seq2seq-bahdanau-small --data tsv:pairs.tsv --test-ratio 0.1"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
