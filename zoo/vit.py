@@ -315,26 +315,27 @@ class Augmentation(keras.layers.Layer):
         self.random_zoom = random_zoom
         self.random_erasing = random_erasing
         self.seed = seed
-        self.augmenters = []
-        if random_flip:
-            self.augmenters.append(keras.layers.RandomFlip("horizontal", seed=seed))
-        if random_zoom:
-            self.augmenters.append(
-                keras.layers.RandomZoom(random_zoom, fill_mode="constant", seed=seed))
-        if random_erasing:
-            self.augmenters.append(keras.layers.RandomErasing(
-                factor=(random_erasing, random_erasing), fill_value=0.0, value_range=(0, 1),
-                seed=seed))
+        self.augmenters = []  # made in `build`: the shift needs the image size
 
     def build(self, input_shape):
+        seed = self.seed
+        augmenters = []
+        if self.random_flip:
+            augmenters.append(keras.layers.RandomFlip("horizontal", seed=seed))
         if self.random_translation:
             size = min(input_shape[1], input_shape[2])
             max_shift = max(1, round(self.random_translation * size))
-            self.augmenters.insert(
-                int(self.random_flip), RandomShift(max_shift, seed=self.seed, name="random_shift")
-            )
-        for augmenter in self.augmenters:
+            augmenters.append(RandomShift(max_shift, seed=seed, name="random_shift"))
+        if self.random_zoom:
+            augmenters.append(keras.layers.RandomZoom(self.random_zoom, fill_mode="constant",
+                                                      seed=seed))
+        if self.random_erasing:
+            augmenters.append(keras.layers.RandomErasing(
+                factor=(self.random_erasing, self.random_erasing), fill_value=0.0,
+                value_range=(0, 1), seed=seed))
+        for augmenter in augmenters:
             augmenter.build(input_shape)
+        self.augmenters = augmenters
         self.built = True
 
     def call(self, inputs, training=None):
