@@ -587,6 +587,53 @@ def test_xla_matches_eager(rng, scoring):
     )
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
+    # One query (T = 1, a decoding step) takes its own matmul kernel: the same
+    # outputs, weights and gradients as that row of a longer query.
+    query, value = tf.constant(randn(rng, 2, 3, 8)), tf.constant(randn(rng, 2, 5, 8))
+    mask = np.array([[True] * 5, [True, True, False, False, False]])
+    layer = built_layer(rng, query, value)
+    full, full_weights = layer(query, value, value_mask=mask, return_attention_scores=True)
+    forward = tf.function(
+        lambda q: layer(q, value, value_mask=mask, return_attention_scores=True),
+        jit_compile=jit_compile,
+    )
+    for t in range(3):
+        output, weights = forward(query[:, t : t + 1])
+        np.testing.assert_allclose(to_numpy(output), to_numpy(full[:, t : t + 1]), atol=1e-6)
+        np.testing.assert_allclose(
+            to_numpy(weights), to_numpy(full_weights[:, :, t : t + 1]), atol=1e-6
+        )
+
+    def gradients(q, rows):
+        with tf.GradientTape() as tape:
+            tape.watch([q, value])
+            loss = tf.reduce_sum(layer(q, value, value_mask=mask)[:, :rows] ** 2)
+        return tape.gradient(loss, [value, *layer.trainable_weights])
+
+    for one, longer in zip(gradients(query[:, :1], 1), gradients(query, 1), strict=True):
+        np.testing.assert_allclose(to_numpy(one), to_numpy(longer), atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_single_query_under_mixed_precision(rng, policy):
+    # The T = 1 kernel is float32-only on CPU; half precision keeps the usual matmul.
+    query, value = randn(rng, 2, 1, 8), randn(rng, 2, 5, 8)
+    reference = built_layer(rng, query, value)
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        layer = MultiHeadAttention(2, 4)
+        layer(query, value)
+        layer.set_weights(reference.get_weights())
+        output = tf.function(lambda q, v: layer(q, v))(query, value)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    np.testing.assert_allclose(
+        to_numpy(output).astype("float32"), to_numpy(reference(query, value)), atol=5e-2
+    )
+
+
 @pytest.mark.parametrize("policy, tolerance", [("mixed_float16", 2e-2), ("mixed_bfloat16", 1e-1)])
 @pytest.mark.parametrize("scoring", ALL_SCORINGS)
 def test_mixed_precision(rng, policy, tolerance, scoring):
