@@ -12,6 +12,14 @@ timed in the same rounds.
 FLOPs are counted analytically for the forward pass (2 per multiply-add): the query, key,
 value and output projections, QKᵀ and AV; forward+backward counts 3× the forward.
 
+A third row per (attention, compile) pair, the **floor**, is the least work any
+implementation of the same math must do with TensorFlow's kernels: the same chain of
+matrix products (the query, key and value projections as one product for self-attention,
+as Q and one KV product for cross-attention; QKᵀ and AV per head; the output projection),
+the softmax, and the gradients, but with the heads cut out by a split and reshapes
+(no transposes), no biases and no 1/√H scale (`make_floor_step`). keras/floor is then
+the most that a faster attention layer could gain over Keras's.
+
 Usage:
     python benchmarks/bench_attention.py             # B=16, n=128, d=512, 8 heads of 64
     python benchmarks/bench_attention.py --rounds 9
@@ -116,6 +124,51 @@ def make_step(layer, self_attention, jit_compile):
     return tf.function(step, jit_compile=jit_compile)
 
 
+def make_floor_step(sizes, self_attention, jit_compile, rng):
+    """The floor: multi-head attention's products and softmax, with free layouts.
+
+    The same chain as the layers (projections -> QKᵀ -> softmax -> AV -> output
+    projection, gradients of `sum(output)` w.r.t. the input(s) and the kernels), but the
+    heads are cut out of the projections by a split and reshapes alone (no transposes:
+    the wrong elements go to each head, the same arithmetic), with no biases and no 1/√H
+    scale. Returns `(tf.function, args)`.
+    """
+    batch, d_model, heads = sizes["batch"], sizes["d_model"], sizes["num_heads"]
+    head = d_model // heads
+    n = sizes["query_length"]
+    m = n if self_attention else sizes["key_length"]
+
+    def tensor(*shape):
+        return tf.constant(rng.standard_normal(shape) / np.sqrt(shape[0]), tf.float32)
+
+    x = tensor(batch * n, d_model)
+    memory = tensor(batch * m, d_model)
+    if self_attention:
+        kernels = (tensor(d_model, 3 * d_model), tensor(d_model, d_model))  # W_qkv, W_o
+    else:
+        kernels = (tensor(d_model, d_model), tensor(d_model, 2 * d_model),
+                   tensor(d_model, d_model))  # W_q, W_kv, W_o
+
+    def step(x, memory, *kernels):
+        with tf.GradientTape() as tape:
+            tape.watch([x, memory, *kernels])
+            if self_attention:
+                q, k, v = tf.split(tf.matmul(x, kernels[0]), 3, axis=1)
+            else:
+                q = tf.matmul(x, kernels[0])
+                k, v = tf.split(tf.matmul(memory, kernels[1]), 2, axis=1)
+            q = tf.reshape(q, (batch * heads, n, head))
+            k = tf.reshape(k, (batch * heads, head, m))
+            v = tf.reshape(v, (batch * heads, m, head))
+            pooled = tf.matmul(tf.nn.softmax(tf.matmul(q, k)), v)
+            output = tf.matmul(tf.reshape(pooled, (batch * n, d_model)), kernels[-1])
+            loss = tf.reduce_sum(output)
+        sources = [x, *kernels] if self_attention else [x, memory, *kernels]
+        return tape.gradient(loss, sources)
+
+    return tf.function(step, jit_compile=jit_compile), (x, memory, *kernels)
+
+
 def variants_order(variants):
     """The (attention, compile) pairs in the order the variants were defined."""
     pairs = []
@@ -182,6 +235,8 @@ def main(argv=None):
             for name, layer in (("ours", ours), ("keras", reference)):
                 fn = make_step(layer, attention == "self", jit)
                 variants[(attention, compile_name, name)] = (fn, args, flops)
+            floor, floor_args = make_floor_step(sizes, attention == "self", jit, rng)
+            variants[(attention, compile_name, "floor")] = (floor, floor_args, flops)
 
     size = sizes["matmul"]
     a = tf.constant(rng.standard_normal((size, size)), tf.float32)
@@ -202,16 +257,20 @@ def main(argv=None):
     pairs = variants_order(variants)
     times = {key: [] for key in [ceiling_key, *variants]}
     ratios = {pair: [] for pair in pairs}  # keras/ours per round
+    floor_ratios = {pair: [] for pair in pairs}  # keras/floor per round
     for round_index in range(sizes["rounds"]):
         for pair_index, pair in enumerate(pairs):
             times[ceiling_key].append(time_call(matmul, (a, b), sizes["iterations"]))
-            names = ["ours", "keras"] if (round_index + pair_index) % 2 == 0 else ["keras", "ours"]
+            names = ["ours", "keras", "floor"]
+            if (round_index + pair_index) % 2:
+                names.reverse()
             seconds = {}
             for name in names:
                 fn, args, _ = variants[(*pair, name)]
                 seconds[name] = time_call(fn, args, sizes["iterations"])
                 times[(*pair, name)].append(seconds[name])
             ratios[pair].append(seconds["keras"] / seconds["ours"])
+            floor_ratios[pair].append(seconds["keras"] / seconds["floor"])
 
     # === Report ===
     ceiling_seconds = statistics.median(times[ceiling_key])
@@ -240,8 +299,8 @@ def main(argv=None):
         attention, compile_name, name = key
         milliseconds = statistics.median(times[key]) * 1e3
         achieved = 3 * flops / (milliseconds / 1e3) / 1e9
-        if name == "ours":
-            pair_ratios = ratios[(attention, compile_name)]
+        if name in ("ours", "floor"):
+            pair_ratios = (ratios if name == "ours" else floor_ratios)[(attention, compile_name)]
             ratio = (
                 f"{statistics.median(pair_ratios):.2f} "
                 f"({min(pair_ratios):.2f}–{max(pair_ratios):.2f})"
@@ -253,7 +312,11 @@ def main(argv=None):
             f"{min(times[key]) * 1e3:.2f}–{max(times[key]) * 1e3:.2f} | {achieved:.1f} | "
             f"{100 * achieved / ceiling:.0f}% | {ratio} |"
         )
-    print("\nkeras/ours is the median (range) of the per-round ratios; > 1 means ours is faster.")
+    print(
+        "\nkeras/ours is the median (range) of the per-round ratios; > 1 means ours is faster. "
+        "On floor rows the column is keras/floor: the most any implementation could gain over "
+        "Keras (see the docstring)."
+    )
     print(
         f"Forward FLOPs: self {variants[('self', 'XLA', 'ours')][2] / 1e9:.4g} G, "
         f"cross {variants[('cross', 'XLA', 'ours')][2] / 1e9:.4g} G; forward+backward = 3×."
