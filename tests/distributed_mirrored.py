@@ -19,6 +19,8 @@ Saves, per family: the weight paths (`FAMILY/names`), and per run (`single`,
 object arrays in the order of the names), the per-step logs of `fit`
 (`FAMILY/RUN/log/KEY`), its epoch logs (`FAMILY/RUN/epoch/KEY`: `loss`,
 `val_loss`, metrics) and the results of `evaluate` (`FAMILY/RUN/evaluate/KEY`).
+With the ViT, also the step count of a ViT's `Augmentation` after 3 mirrored
+steps (`vit/augmentation_step`).
 """
 
 import os
@@ -144,6 +146,15 @@ def make_data(family, rng, overrides):
     return {k: text_data(rng, n) for k, n in sizes.items()}
 
 
+def augmentation_steps(strategy, rng):
+    """The `Augmentation.step` count of a ViT after 3 `fit` steps under `strategy`."""
+    config = dict(FAMILIES["vit"][1], random_flip=True, augmentation_until=0.5, decay_steps=4)
+    model = zoo.get("vit-tiny", strategy=strategy, **config)
+    images, labels = image_data(rng, TRAIN_SIZE, config)  # 3 steps: 8 + 8 + 5
+    model.fit(_dataset((images, labels), GLOBAL_BATCH), epochs=1, verbose=0)
+    return int(model.get_layer("augmentation").step.numpy())
+
+
 def main(out, families):
     rng = np.random.default_rng(SEED)
     mirrored = distribute.get_strategy("mirrored")
@@ -165,6 +176,8 @@ def main(out, families):
             for key, value in evaluation.items():
                 results[f"{family}/{run}/evaluate/{key}"] = np.array(float(value))
             print(f"{family} {run}: epoch {epoch} evaluate {evaluation}", flush=True)
+    if "vit" in families:
+        results["vit/augmentation_step"] = np.array(augmentation_steps(mirrored, rng))
     np.savez(out, **results)  # weights as object arrays: load with allow_pickle=True
 
 

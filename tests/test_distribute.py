@@ -221,6 +221,8 @@ def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
                     err_msg=f"{family} {name}",
                 )
         assert moved > 1e-2, (family, moved)
+    # The ViT's augmentation step counter counts steps, not steps × replicas.
+    assert int(runs["vit/augmentation_step"]) == 3
 
 
 # === MultiWorkerMirroredStrategy: the README's commands, a worker killed, a restart ===

@@ -38,7 +38,7 @@ EXPECTED_PARAMS = {
     "transformer-small": 7_577_600,
     "transformer-base": 63_082_496,
     "transformer-big": 214_245_376,
-    "vit-tiny": 151_562,
+    "vit-tiny": 151_563,  # 151,562 weights + the augmentation step counter
     "vit-tiny-32": 142_026,
     "vit-ti16": 5_717_416,
     "vit-s16": 22_050_664,
@@ -490,6 +490,60 @@ def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
     weights = zoo.attention_weights(loaded, images[:2])
     assert len(weights) == overrides["num_layers"]
+
+
+def _erased(images):
+    """Per image: whether some pixel of an all-ones image was set to 0."""
+    return (numpy(images) == 0).any(axis=(1, 2, 3))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_augmentation_stops_after_stop_step_training_calls(jit):
+    layer = zoo.vit.Augmentation(random_erasing=1.0, seed=0, stop_step=2)
+    images = np.ones((4, 8, 8, 1), "float32")
+    call = tf.function(lambda x: layer(x, training=True), jit_compile=jit)
+    assert _erased(call(images)).all()  # step 0 < 2: augmented
+    np.testing.assert_array_equal(numpy(layer(images)), images)  # inference: not counted
+    np.testing.assert_array_equal(numpy(layer(images, training=False)), images)
+    assert int(layer.step.numpy()) == 1
+    assert _erased(call(images)).all()  # step 1
+    for expected_step in (3, 4):  # steps 2, 3: the images as they are
+        np.testing.assert_array_equal(numpy(call(images)), images)
+        assert int(layer.step.numpy()) == expected_step
+    assert not zoo.vit.Augmentation(random_erasing=1.0).weights  # no stop_step, no counter
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="stop_step"):
+            zoo.vit.Augmentation(random_flip=True, stop_step=bad)
+
+
+def test_vit_augmentation_until_counts_fit_steps_and_round_trips(tmp_path):
+    overrides = trainable("vit-tiny") | dict(random_erasing=1.0, augmentation_until=0.5,
+                                               decay_steps=6)
+    cfg = zoo.config("vit-tiny", **overrides)
+    assert cfg.augmentation_steps == 3
+    model = zoo.get("vit-tiny", **overrides)
+    assert model.count_params() == zoo.describe("vit-tiny", **overrides).num_params
+    augmentation = model.get_layer("augmentation")
+    assert augmentation.stop_step == 3
+    images, labels = random_images(cfg, batch=10)
+    model.fit(images, labels, batch_size=2, epochs=1, verbose=0)  # 5 steps
+    model.evaluate(images, labels, verbose=0)  # not counted
+    assert int(augmentation.step.numpy()) == 5
+    ones = np.ones((2, 16, 16, 1), "float32")
+    np.testing.assert_array_equal(numpy(augmentation(ones, training=True)), ones)
+    path = tmp_path / "vit.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_layer("augmentation").stop_step == 3
+    assert int(loaded.get_layer("augmentation").step.numpy()) == 6  # 5 + the call above
+    np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
+    # Without augmentation there is no step to stop at, and nothing is counted.
+    plain = zoo.config("vit-tiny", **(overrides | dict(random_erasing=0.0)))
+    assert plain.augmentation_steps is None
+    assert zoo.config("vit-tiny").augmentation_until == 0.9  # the recipe's last 10% plain
+    for bad in (0, 0.0, 1.5, -0.1, True, "0.9"):
+        with pytest.raises(ValueError, match="augmentation_until"):
+            zoo.config("vit-tiny", augmentation_until=bad)
 
 
 def test_seq2seq_rejects_jit_compile_with_a_clear_error():
