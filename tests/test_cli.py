@@ -246,6 +246,10 @@ def test_vit_on_fashion_mnist_train_evaluate_predict(tmp_path):
     assert "stopped by max_steps" in result.stdout
     summary = json.loads((tmp_path / "run/summary.json").read_text())
     assert summary["steps"] == 3
+    evaluated = zoo_cli("evaluate", tmp_path / "run")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "accuracy" in evaluated.stdout
+    assert "/step" not in evaluated.stdout  # no progress bar when the output is not a terminal
     images = arrays["t10k-images-idx3-ubyte"][:2]
     paths = []
     for i, image in enumerate(images):

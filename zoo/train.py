@@ -1415,7 +1415,9 @@ def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=0.6, limit=None, bat
             x, y = x[:limit], y[:limit]
         if not len(x):
             raise ValueError(f"the dataset {config['data']['spec']!r} has no test images")
-        logits = run.model.predict(x, batch_size=batch_size, verbose=0 if quiet else "auto")
+        # A progress bar on a terminal only, as for decoding (logs stay clean).
+        logits = run.model.predict(x, batch_size=batch_size,
+                                   verbose=int(not quiet and sys.stdout.isatty()))
         predicted = np.argmax(logits, axis=-1)
         result["num_examples"] = int(len(x))
         result["accuracy"] = float(np.mean(predicted == y))
