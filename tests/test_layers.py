@@ -151,6 +151,12 @@ LAYER_CASES = {
         {},
         (),
     ),
+    "sequence_pooling": (
+        lambda: ka.SequencePooling(name="pooling"),
+        {"inputs": _x(B, L, D), "mask": PADDING},
+        {"return_attention_scores": True},
+        (),
+    ),
 }
 
 
@@ -615,6 +621,27 @@ def test_class_token_prepends_the_same_learned_vector():
     assert tuple(layer(inputs).shape) == (None, None, D)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_sequence_pooling_matches_numpy(masked):
+    """α = softmax(x w + b) over the tokens, z = Σ_t α_t x_t (SeqPool)."""
+    x = _x(B, L, D)
+    layer = ka.SequencePooling()
+    layer(x)
+    randomize_weights(layer)
+    mask = PADDING if masked else None
+    out, weights = layer(x, mask=mask, return_attention_scores=True)
+    scores = (x @ _np(layer.kernel))[..., 0] + _np(layer.bias)  # (B, L)
+    expected_weights = np_masked_softmax(scores, mask)
+    np.testing.assert_allclose(_np(weights), expected_weights, atol=1e-6)
+    np.testing.assert_allclose(_np(out), np.einsum("bt,btd->bd", expected_weights, x), atol=1e-5)
+    if masked:
+        assert np.all(_np(weights)[~PADDING] == 0)
+    # A Keras mask from the previous layer is used the same way.
+    embedded = keras.layers.Masking(0.0)(x * PADDING[..., None])
+    np.testing.assert_allclose(_np(layer(embedded)), _np(layer(x * PADDING[..., None], mask=PADDING)),
+                               atol=1e-6)
+
+
 # === Bahdanau ===
 
 
@@ -943,6 +970,7 @@ def test_bad_arguments_raise(factory, match):
         (lambda: ka.TokenAndPositionEmbedding(10, 8, D)(IDS[..., None]), r"ids of shape \(B, L\)"),
         (lambda: ka.PatchEmbedding(2, D)(_x(B, 4, 4)), r"\(B, H, W, C\)"),
         (lambda: ka.ClassToken()(_x(B, D)), r"\(B, N, D\)"),
+        (lambda: ka.SequencePooling()(_x(B, D)), r"\(B, T, D\)"),
         (lambda: ka.MultiHeadAttention(2, 4)(_x(B, D), _x(B, L, D)), "rank 3"),
         (lambda: ka.TransformerEncoderBlock(2, 16)(_x(B, D)), "rank 3"),
         (lambda: ka.MaskedSparseCategoricalCrossentropy()(LABELS, LOGITS[..., 0]), "one more axis"),

@@ -432,6 +432,33 @@ def test_vit_on_fashion_mnist_files_takes_its_sizes_from_the_data(tmp_path, rng)
     assert all(name in datasets.FASHION_MNIST_CLASSES for r in served for name, _ in r["classes"])
 
 
+def test_image_datasets_shuffle_each_epoch_like_a_per_example_shuffle():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (50, 4, 4, 1)).astype("uint8")
+    y = np.arange(50) % 10
+    train_data, val_data, num_train, num_val = training.image_datasets(x, y, 8, 0.2, seed=3)
+    assert (num_train, num_val) == (40, 10)
+    train_index, val_index = training.split_validation(50, 0.2, 3)
+    # The reference: shuffle the examples one by one, with the same seed.
+    reference = tf.data.Dataset.from_tensor_slices((x[train_index], y[train_index].astype("int32")))
+    reference = reference.shuffle(40, seed=3, reshuffle_each_iteration=True).batch(8)
+    epochs = []
+    for _ in range(2):  # two passes: a new order each epoch, the reference's
+        batches = list(train_data.as_numpy_iterator())
+        expected = list(reference.as_numpy_iterator())
+        assert [len(b[0]) for b in batches] == [8] * 5
+        for (images, labels), (ref_images, ref_labels) in zip(batches, expected, strict=True):
+            assert images.dtype == np.uint8 and labels.dtype == np.int32
+            np.testing.assert_array_equal(images, ref_images)
+            np.testing.assert_array_equal(labels, ref_labels)
+        epochs.append(np.concatenate([labels for _, labels in batches]))
+        images = np.concatenate([images for images, _ in batches])
+        assert sorted(map(bytes, images)) == sorted(map(bytes, x[train_index]))  # each once
+    assert not np.array_equal(epochs[0], epochs[1])
+    val_images = np.concatenate([images for images, _ in val_data.as_numpy_iterator()])
+    np.testing.assert_array_equal(val_images, x[val_index])  # in order, not shuffled
+
+
 def test_image_size_override_that_contradicts_the_data_is_refused(tmp_path):
     with pytest.raises(ValueError, match="image_size=32 does not fit the data, which has image_size=8"):
         training.train("vit-tiny", "digits", tmp_path / "run", epochs=1,

@@ -492,6 +492,31 @@ def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     assert len(weights) == overrides["num_layers"]
 
 
+@pytest.mark.parametrize("pooling", ["gap", "seq"])
+def test_vit_pooling_without_class_token_counts_trains_and_round_trips(pooling, tmp_path):
+    overrides = trainable("vit-tiny") | dict(pooling=pooling)
+    cfg = zoo.config("vit-tiny", **overrides)
+    model = zoo.get("vit-tiny", **overrides)
+    assert model.count_params() == zoo.describe("vit-tiny", **overrides).num_params
+    layer_names = [layer.name for layer in model.layers]
+    assert "class_token" not in layer_names and "pooling" in layer_names
+    images, labels = random_images(cfg, batch=8)
+    history = model.fit(images, labels, epochs=2, batch_size=4, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    path = tmp_path / "vit.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
+    weights = zoo.attention_weights(loaded, images[:2])["encoder_block_0/self_attention"]
+    assert weights.shape[-1] == cfg.num_patches  # no class token
+    if pooling == "seq":  # the head sees Σ_t α_t x_t of the normalised patch outputs
+        features = keras.Model(model.input, model.get_layer("encoder_norm").output)(images)
+        pooled, alpha = model.get_layer("pooling")(features, return_attention_scores=True)
+        np.testing.assert_allclose(numpy(alpha).sum(-1), 1.0, atol=1e-6)
+        head = model.get_layer("head")
+        np.testing.assert_allclose(numpy(head(pooled)), numpy(model(images)), atol=1e-5)
+
+
 def _erased(images):
     """Per image: whether some pixel of an all-ones image was set to 0."""
     return (numpy(images) == 0).any(axis=(1, 2, 3))

@@ -24,7 +24,9 @@ class ViTConfig:
     `pooling`: what the classifier head sees. `"cls"` (the paper's default): a
     learnable class token is prepended to the P patch tokens and its output is
     classified. `"gap"` (the paper's Appendix D.3 alternative): no class token;
-    the P patch outputs are averaged.
+    the P patch outputs are averaged. `"seq"`: no class token; the P patch
+    outputs are averaged with learned attention weights (`SequencePooling`,
+    the SeqPool of Hassani et al., 2021).
 
     `shifted_patches`: Shifted Patch Tokenization (Lee et al., 2021): each
     patch is embedded together with the same patch of the image shifted
@@ -94,7 +96,7 @@ class ViTConfig:
                 "`augmentation_until` must be in (0, 1]; received "
                 f"augmentation_until={self.augmentation_until!r}."
             )
-        registry.check_choice(self, "pooling", ("cls", "gap"))
+        registry.check_choice(self, "pooling", ("cls", "gap", "seq"))
         if self.image_size % self.patch_size:
             raise ValueError(
                 "patch_size must divide image_size; received "
@@ -146,10 +148,11 @@ class ViTConfig:
             tokens = d + (self.num_patches + 1) * d  # class token + position embeddings
         else:
             tokens = self.num_patches * d  # position embeddings
+        pooling = d + 1 if self.pooling == "seq" else 0  # `SequencePooling`'s scoring vector
         layer = 4 * (d * d + d) + (2 * d * m + m + d) + 2 * (2 * d)
         head = 2 * d + d * self.num_classes + self.num_classes
         step_counter = 0 if self.augmentation_steps is None else 1  # `Augmentation.step`
-        return patch + tokens + self.num_layers * layer + head + step_counter
+        return patch + tokens + self.num_layers * layer + pooling + head + step_counter
 
     def signature(self):
         shape = f"({self.image_size}, {self.image_size}, {self.channels})"
@@ -164,7 +167,7 @@ def build(config):
 
     Layer names: `patch_embedding`, `class_token` (`pooling="cls"`),
     `position_embedding`, `encoder_block_{i}`, `encoder_norm`, `pooling`
-    (`pooling="gap"`), `head`.
+    (`pooling="gap"` or `"seq"`), `head`.
     """
     size, channels = config.image_size, config.channels
     images = keras.Input((size, size, channels), name="images")
@@ -201,6 +204,8 @@ def build(config):
     x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(x)
     if cls:
         representation = x[:, 0]  # the class token's output, (B, D)
+    elif config.pooling == "seq":
+        representation = ka.SequencePooling(name="pooling")(x)  # (B, D)
     else:
         representation = keras.layers.GlobalAveragePooling1D(name="pooling")(x)  # (B, D)
     logits = keras.layers.Dense(config.num_classes, name="head")(representation)

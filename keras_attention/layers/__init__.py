@@ -9,7 +9,7 @@ from keras_attention.layers.positional import (
     TokenAndPositionEmbedding,
 )
 from keras_attention.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
-from keras_attention.layers.vision import ClassToken, PatchEmbedding
+from keras_attention.layers.vision import ClassToken, PatchEmbedding, SequencePooling
 
 __all__ = [
     "BahdanauAttention",
@@ -18,6 +18,7 @@ __all__ = [
     "PatchEmbedding",
     "PositionEmbedding",
     "PositionwiseFeedForward",
+    "SequencePooling",
     "SinusoidalPositionalEncoding",
     "TokenAndPositionEmbedding",
     "TransformerDecoderBlock",

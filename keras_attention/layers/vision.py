@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention import ops as attention_ops
 from keras_attention.layers.multi_head import _check_positive_int
 
 
@@ -145,4 +146,81 @@ class ClassToken(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({"initializer": keras.initializers.serialize(self.initializer)})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class SequencePooling(keras.layers.Layer):
+    """Attention pooling of a token sequence with a learned scoring vector.
+
+    SeqPool of Hassani et al., 2021 ("Escaping the Big Data Paradigm with
+    Compact Transformers"): each token gets a score `s_t = x_t w + b`, the
+    scores are normalised over the sequence, `α = softmax(s)`, and the output
+    is the weighted average `z = Σ_t α_t x_t`. It replaces the class token
+    (the model learns which tokens matter) and costs one `(D, 1)` projection.
+
+    Args:
+        kernel_initializer, bias_initializer: initializers of `w` `(D, 1)`
+            and `b` `(1,)`.
+
+    Call arguments:
+        inputs: `(B, T, D)`.
+        mask: optional `(B, T)` bool padding mask (True = a real token; Keras
+            fills it from the inputs' mask); masked tokens get weight 0.
+        return_attention_scores: also return `α`, `(B, T)`.
+
+    Returns:
+        `(B, D)`, and `α` `(B, T)` when `return_attention_scores=True`.
+    """
+
+    def __init__(self, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                "SequencePooling expects inputs of shape (B, T, D) with D known; received "
+                f"inputs.shape={tuple(input_shape)}."
+            )
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_shape[-1], 1), initializer=self.kernel_initializer
+        )
+        self.bias = self.add_weight(name="bias", shape=(1,), initializer=self.bias_initializer)
+        self.built = True
+
+    def call(self, inputs, mask=None, return_attention_scores=False):
+        scores = ops.matmul(inputs, ops.cast(self.kernel, inputs.dtype))[..., 0]  # (B, T)
+        scores = ops.cast(scores + ops.cast(self.bias, inputs.dtype), "float32")
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+        weights = attention_ops.masked_softmax(scores, mask)  # (B, T), softmax in float32
+        weights = ops.cast(weights, inputs.dtype)
+        outputs = ops.einsum("bt,btd->bd", weights, inputs)
+        if return_attention_scores:
+            return outputs, weights
+        return outputs
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+    def compute_output_spec(self, inputs, mask=None, return_attention_scores=False):
+        outputs = keras.KerasTensor((inputs.shape[0], inputs.shape[-1]), dtype=inputs.dtype)
+        if return_attention_scores:
+            return outputs, keras.KerasTensor(inputs.shape[:2], dtype=inputs.dtype)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
         return config
