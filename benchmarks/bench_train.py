@@ -61,11 +61,12 @@ import zoo  # noqa: E402
 
 # === Sizes ===
 
-# The plain ViT of the paper, as the keras-hub side builds it: none of vit-tiny's
-# Fashion-MNIST recipe (shifted patches, augmentation layers, label smoothing).
+# The plain ViT of the paper, as the keras-hub side builds it: the class token and
+# none of vit-tiny's Fashion-MNIST recipe (sequence pooling, shifted patches,
+# augmentation layers, label smoothing).
 PLAIN_VIT = dict(
-    shifted_patches=False, random_flip=False, random_translation=0.0, random_erasing=0.0,
-    label_smoothing=0.0,
+    pooling="cls", shifted_patches=False, random_flip=False, random_translation=0.0,
+    random_erasing=0.0, label_smoothing=0.0,
 )
 
 FULL = {

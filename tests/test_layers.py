@@ -623,14 +623,15 @@ def test_class_token_prepends_the_same_learned_vector():
 
 @pytest.mark.parametrize("masked", [False, True])
 def test_sequence_pooling_matches_numpy(masked):
-    """α = softmax(x w + b) over the tokens, z = Σ_t α_t x_t (SeqPool)."""
+    """α = softmax(x w) over the tokens, z = Σ_t α_t x_t (SeqPool)."""
     x = _x(B, L, D)
     layer = ka.SequencePooling()
     layer(x)
     randomize_weights(layer)
     mask = PADDING if masked else None
     out, weights = layer(x, mask=mask, return_attention_scores=True)
-    scores = (x @ _np(layer.kernel))[..., 0] + _np(layer.bias)  # (B, L)
+    assert [w.name for w in layer.weights] == ["kernel"]  # no bias: the softmax cancels it
+    scores = (x @ _np(layer.kernel))[..., 0]  # (B, L)
     expected_weights = np_masked_softmax(scores, mask)
     np.testing.assert_allclose(_np(weights), expected_weights, atol=1e-6)
     np.testing.assert_allclose(_np(out), np.einsum("bt,btd->bd", expected_weights, x), atol=1e-5)

@@ -99,6 +99,20 @@ def test_attention_rollout_rejects_bad_input(attentions, match):
         plot.attention_rollout(attentions)
 
 
+def test_rollout_maps_without_class_token_weight_the_rows_by_the_pooling(rng):
+    grid = 3
+    layers = [_softmax(rng.normal(size=(2, 2, grid * grid, grid * grid)) * 3) for _ in range(2)]
+    pooling = _softmax(rng.normal(size=(2, grid * grid)))
+    expected = np.einsum("bt,bts->bs", pooling, _reference_rollout(layers))
+    maps = plot.rollout_maps(layers, pooling=pooling)
+    np.testing.assert_allclose(maps, expected.reshape(2, grid, grid))
+    as_dict = {f"encoder_block_{i}/self_attention": w for i, w in enumerate(layers)}
+    as_dict["pooling"] = pooling  # as zoo.attention_weights returns it
+    np.testing.assert_allclose(plot.rollout_maps(as_dict), maps)
+    with pytest.raises(ValueError, match=r"pooling must have shape \(B, T\)"):
+        plot.rollout_maps(layers, pooling=pooling[:, :4])
+
+
 def test_rollout_maps_reject_a_non_square_patch_count():
     with pytest.raises(ValueError, match="square grid"):
         plot.rollout_maps([np.full((1, 1, 4, 4), 0.25)])  # 3 patches
@@ -107,9 +121,9 @@ def test_rollout_maps_reject_a_non_square_patch_count():
 # === ViT pictures ===
 
 
-@pytest.fixture
-def vit_model():
-    return zoo.get("vit-tiny", num_layers=2, patch_size=4, compile=False)  # 28x28x1: 7x7 grid
+@pytest.fixture(params=["cls", "seq", "gap"])
+def vit_model(request):  # 28x28x1: 7x7 grid
+    return zoo.get("vit-tiny", num_layers=2, patch_size=4, pooling=request.param, compile=False)
 
 
 def test_vit_attention_map_draws_the_rollout_of_the_model(vit_model, rng, tmp_path):
@@ -158,9 +172,11 @@ def _reference_similarity(patches):
 
 def test_position_embedding_similarity_of_a_vit_leaves_out_the_class_token(vit_model, tmp_path):
     table = keras.ops.convert_to_numpy(
-        vit_model.get_layer("position_embedding").position_embeddings)  # (50, 64)
+        vit_model.get_layer("position_embedding").position_embeddings)  # (50 or 49, 64)
+    patches = table[1:] if "class_token" in [layer.name for layer in vit_model.layers] else table
+    assert patches.shape[0] == 49
     figure = plot.position_embedding_similarity(vit_model, path=tmp_path / "similarity.png")
-    np.testing.assert_allclose(_mosaic_tiles(figure, 7), _reference_similarity(table[1:]),
+    np.testing.assert_allclose(_mosaic_tiles(figure, 7), _reference_similarity(patches),
                                atol=1e-6)
     _assert_png(tmp_path / "similarity.png")
 

@@ -38,7 +38,7 @@ EXPECTED_PARAMS = {
     "transformer-small": 7_577_600,
     "transformer-base": 63_082_496,
     "transformer-big": 214_245_376,
-    "vit-tiny": 151_563,  # 151,562 weights + the augmentation step counter
+    "vit-tiny": 151_499,  # 151,498 weights + the augmentation step counter
     "vit-tiny-32": 142_026,
     "vit-ti16": 5_717_416,
     "vit-s16": 22_050_664,
@@ -489,7 +489,8 @@ def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     loaded = keras.saving.load_model(path)
     np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
     weights = zoo.attention_weights(loaded, images[:2])
-    assert len(weights) == overrides["num_layers"]
+    blocks = [key for key in weights if key.startswith("encoder_block_")]
+    assert len(blocks) == overrides["num_layers"]
 
 
 @pytest.mark.parametrize("pooling", ["gap", "seq"])
@@ -507,14 +508,18 @@ def test_vit_pooling_without_class_token_counts_trains_and_round_trips(pooling, 
     model.save(path)
     loaded = keras.saving.load_model(path)
     np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
-    weights = zoo.attention_weights(loaded, images[:2])["encoder_block_0/self_attention"]
-    assert weights.shape[-1] == cfg.num_patches  # no class token
+    weights = zoo.attention_weights(loaded, images[:2])
+    assert weights["encoder_block_0/self_attention"].shape[-1] == cfg.num_patches  # no class token
+    assert weights["pooling"].shape == (2, cfg.num_patches)
     if pooling == "seq":  # the head sees Σ_t α_t x_t of the normalised patch outputs
         features = keras.Model(model.input, model.get_layer("encoder_norm").output)(images)
         pooled, alpha = model.get_layer("pooling")(features, return_attention_scores=True)
         np.testing.assert_allclose(numpy(alpha).sum(-1), 1.0, atol=1e-6)
+        np.testing.assert_allclose(weights["pooling"], numpy(alpha)[:2], atol=1e-6)
         head = model.get_layer("head")
         np.testing.assert_allclose(numpy(head(pooled)), numpy(model(images)), atol=1e-5)
+    else:
+        np.testing.assert_allclose(weights["pooling"], 1.0 / cfg.num_patches)
 
 
 def _erased(images):
@@ -697,14 +702,14 @@ def test_seq2seq_attention_weights_shapes_and_masks():
 
 
 def test_vit_attention_weights_shapes_and_rows():
-    overrides = tiny("vit-tiny", num_layers=2)
+    overrides = tiny("vit-tiny", num_layers=2, pooling="cls", num_heads=4)
     model = zoo.get("vit-tiny", compile=False, **overrides)
     images, _ = random_images(zoo.config("vit-tiny", **overrides), batch=2)
     weights = zoo.attention_weights(model, images)
     patches = (16 // 4) ** 2
     assert sorted(weights) == [f"encoder_block_{i}/self_attention" for i in range(2)]
     for w in weights.values():
-        assert w.shape == (2, 4, patches + 1, patches + 1)
+        assert w.shape == (2, 4, patches + 1, patches + 1)  # index 0: the class token
         _check_rows(w, np.ones(w.shape[:-1], bool), np.ones(w.shape[-1:], bool))
 
 
@@ -742,7 +747,8 @@ def test_seq2seq_recipe_clips_gradients():
 
 
 def test_vit_recipe_is_adamw_with_warmup_and_cosine_decay():
-    overrides = tiny("vit-tiny", warmup_steps=100, decay_steps=1000, learning_rate=2e-3)
+    overrides = tiny("vit-tiny", warmup_steps=100, decay_steps=1000, learning_rate=2e-3,
+                     pooling="cls")
     model = zoo.get("vit-tiny", **overrides)
     optimizer = model.optimizer
     assert isinstance(optimizer, keras.optimizers.AdamW)
@@ -761,6 +767,9 @@ def test_vit_recipe_is_adamw_with_warmup_and_cosine_decay():
     assert optimizer._use_weight_decay(kernel)
     assert not optimizer._use_weight_decay(bias)
     assert not optimizer._use_weight_decay(token)
+    seq = zoo.get("vit-tiny", **(overrides | dict(pooling="seq")))
+    scoring = next(w for w in seq.trainable_weights if w.path.endswith("pooling/kernel"))
+    assert seq.optimizer._use_weight_decay(scoring)  # SequencePooling's w is a kernel
 
 
 # === Registry behaviour ===

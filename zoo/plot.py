@@ -257,11 +257,12 @@ def position_embedding_similarity(model_or_embeddings, class_token=None, path=No
     Args:
         model_or_embeddings: a zoo ViT (`zoo.get("vit-…")` or a loaded
             `.keras` file; the table is the `position_embedding` layer's
-            weight, `(P + 1, D)`, row 0 the class token), or an embedding
-            matrix `(P, D)` or `(P + 1, D)` with P a square number.
+            weight: `(P + 1, D)` with row 0 the class token's, or `(P, D)`
+            for a ViT without one, `pooling="gap"` or `"seq"`), or an
+            embedding matrix `(P, D)` or `(P + 1, D)` with P a square number.
         class_token: whether row 0 of a matrix is the class token's (it is
             left out). None: decided from the shape (P + 1 rows, P square).
-            Ignored for a model (its row 0 always is).
+            Ignored for a model (decided by its `class_token` layer).
         path: also save the PNG there.
 
     Returns:
@@ -269,13 +270,14 @@ def position_embedding_similarity(model_or_embeddings, class_token=None, path=No
     """
     if hasattr(model_or_embeddings, "layers"):
         layers = _vit_layers(model_or_embeddings)
-        if "position_embedding" not in layers or "class_token" not in layers:
+        if "position_embedding" not in layers or "patch_embedding" not in layers:
             raise ValueError(
-                "model_or_embeddings: the model has no `position_embedding`/`class_token` "
+                "model_or_embeddings: the model has no `patch_embedding`/`position_embedding` "
                 f"layers; is {model_or_embeddings.name!r} a zoo ViT?"
             )
         table = _to_numpy(layers["position_embedding"].position_embeddings)
-        embeddings, class_token = _array("model_or_embeddings", table, (2,)), True
+        embeddings = _array("model_or_embeddings", table, (2,))
+        class_token = "class_token" in layers
     else:
         embeddings = _array("model_or_embeddings", model_or_embeddings, (2,))
     rows = embeddings.shape[0]
@@ -388,19 +390,41 @@ def attention_rollout(attentions, residual=True):
     return joint
 
 
-def rollout_maps(attentions, residual=True):
-    """The class token's rollout over the patches, on the patch grid: `(B, g, g)`.
+def rollout_maps(attentions, residual=True, pooling=None):
+    """The rollout of what a ViT's head sees, over the patches, on the patch grid: `(B, g, g)`.
 
-    Row 0 (the class token) of `attention_rollout`, patches only (the class
-    token's own column dropped), reshaped row-major to the `g × g` patch grid
-    (g² = T - 1), as `PatchEmbedding` orders the patches.
+    With a class token: row 0 (the class token) of `attention_rollout`, patches
+    only (the class token's own column dropped). Without one (`pooling="gap"` or
+    `"seq"`) the head sees `Σ_t α_t x_t`, a weighted average of the last layer's
+    outputs, so its rollout is `Σ_t α_t Ã_L[t]` = `α · Ã_L` over all T = P
+    tokens. Either way the P values are reshaped row-major to the `g × g` patch
+    grid (g² = P), as `PatchEmbedding` orders the patches.
+
+    Args:
+        attentions: as for `attention_rollout`.
+        residual: see `attention_rollout`.
+        pooling: `(B, T)` pooling weights `α` of a ViT without a class token; by
+            default the `pooling` entry of an `attentions` dict from
+            `zoo.attention_weights` when there is one, else None (class token).
     """
+    if pooling is None and isinstance(attentions, dict):
+        pooling = attentions.get("pooling")
     joint = attention_rollout(attentions, residual=residual)  # (B, T, T)
-    patches = joint[:, 0, 1:]  # (B, P)
+    if pooling is None:
+        patches = joint[:, 0, 1:]  # (B, P)
+        tokens = "patch tokens (after the class token)"
+    else:
+        pooling = _array("pooling", pooling, (2,))
+        if pooling.shape != joint.shape[:2]:
+            raise ValueError(
+                f"pooling must have shape (B, T) = {joint.shape[:2]} to match the attentions; "
+                f"received {pooling.shape}."
+            )
+        patches = np.einsum("bt,bts->bs", pooling, joint)  # (B, P)
+        tokens = "patch tokens"
     if not _is_square(patches.shape[-1]):
         raise ValueError(
-            f"attentions: {patches.shape[-1]} patch tokens (after the class token) do not fill "
-            "a square grid."
+            f"attentions: {patches.shape[-1]} {tokens} do not fill a square grid."
         )
     grid = math.isqrt(patches.shape[-1])
     return patches.reshape(-1, grid, grid)
@@ -409,8 +433,8 @@ def rollout_maps(attentions, residual=True):
 def vit_attention_map(model, images, titles=None, residual=True, alpha=0.6, path=None):
     """Attention rollout of a ViT over its input images.
 
-    For each image: the image (top) and the class token's rollout
-    (`rollout_maps`) min-max scaled to [0, 1] per image, upsampled bilinearly from the patch
+    For each image: the image (top) and the rollout of what the head sees
+    (`rollout_maps`: the class token's, or the pooled tokens' without one) min-max scaled to [0, 1] per image, upsampled bilinearly from the patch
     grid to the image size and laid over the image (bottom).
 
     Args:

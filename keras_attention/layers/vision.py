@@ -102,7 +102,6 @@ class PatchEmbedding(keras.layers.Layer):
                 "patch_size": self.patch_size,
                 "embedding_dim": self.embedding_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config
@@ -154,14 +153,16 @@ class SequencePooling(keras.layers.Layer):
     """Attention pooling of a token sequence with a learned scoring vector.
 
     SeqPool of Hassani et al., 2021 ("Escaping the Big Data Paradigm with
-    Compact Transformers"): each token gets a score `s_t = x_t w + b`, the
+    Compact Transformers"): each token gets a score `s_t = x_t w`, the
     scores are normalised over the sequence, `α = softmax(s)`, and the output
     is the weighted average `z = Σ_t α_t x_t`. It replaces the class token
     (the model learns which tokens matter) and costs one `(D, 1)` projection.
+    The paper scores with a linear layer `x_t w + b`; its bias adds the same
+    number to every score, which the softmax cancels (its gradient is exactly
+    0), so it is left out.
 
     Args:
-        kernel_initializer, bias_initializer: initializers of `w` `(D, 1)`
-            and `b` `(1,)`.
+        kernel_initializer: initializer of `w` `(D, 1)`.
 
     Call arguments:
         inputs: `(B, T, D)`.
@@ -173,10 +174,9 @@ class SequencePooling(keras.layers.Layer):
         `(B, D)`, and `α` `(B, T)` when `return_attention_scores=True`.
     """
 
-    def __init__(self, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+    def __init__(self, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -188,12 +188,11 @@ class SequencePooling(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel", shape=(input_shape[-1], 1), initializer=self.kernel_initializer
         )
-        self.bias = self.add_weight(name="bias", shape=(1,), initializer=self.bias_initializer)
         self.built = True
 
     def call(self, inputs, mask=None, return_attention_scores=False):
         scores = ops.matmul(inputs, ops.cast(self.kernel, inputs.dtype))[..., 0]  # (B, T)
-        scores = ops.cast(scores + ops.cast(self.bias, inputs.dtype), "float32")
+        scores = ops.cast(scores, "float32")
         if mask is not None:
             mask = ops.cast(mask, "bool")
         weights = attention_ops.masked_softmax(scores, mask)  # (B, T), softmax in float32
@@ -220,7 +219,6 @@ class SequencePooling(keras.layers.Layer):
         config.update(
             {
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config
