@@ -102,6 +102,7 @@ class PatchEmbedding(keras.layers.Layer):
                 "patch_size": self.patch_size,
                 "embedding_dim": self.embedding_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config
