@@ -470,6 +470,17 @@ def test_random_shift_is_a_whole_pixel_translation_per_image():
         zoo.vit.RandomShift(1.5)
 
 
+def _fit_and_reload(model, images, labels, tmp_path):
+    """Two epochs of `fit` (finite loss), then a `.keras` round trip that predicts the same."""
+    history = model.fit(images, labels, epochs=2, batch_size=4, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    path = tmp_path / "vit.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
+    return loaded
+
+
 def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     overrides = trainable("vit-tiny") | dict(shifted_patches=True, random_erasing=0.5,
                                                random_translation=0.1, random_flip=True,
@@ -482,12 +493,7 @@ def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     np.testing.assert_array_equal(numpy(model(images)), numpy(model(images, training=False)))
     augmented = numpy(model.get_layer("augmentation")(images.astype("float32"), training=True))
     assert (augmented == 0).sum() > (images == 0).sum()  # something was erased
-    history = model.fit(images, labels, epochs=2, batch_size=4, verbose=0)  # under XLA
-    assert np.isfinite(history.history["loss"]).all()
-    path = tmp_path / "vit.keras"
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
+    loaded = _fit_and_reload(model, images, labels, tmp_path)  # under XLA
     weights = zoo.attention_weights(loaded, images[:2])
     blocks = [key for key in weights if key.startswith("encoder_block_")]
     assert len(blocks) == overrides["num_layers"]
@@ -502,12 +508,7 @@ def test_vit_pooling_without_class_token_counts_trains_and_round_trips(pooling, 
     layer_names = [layer.name for layer in model.layers]
     assert "class_token" not in layer_names and "pooling" in layer_names
     images, labels = random_images(cfg, batch=8)
-    history = model.fit(images, labels, epochs=2, batch_size=4, verbose=0)
-    assert np.isfinite(history.history["loss"]).all()
-    path = tmp_path / "vit.keras"
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(numpy(loaded(images)), numpy(model(images)), atol=1e-6)
+    loaded = _fit_and_reload(model, images, labels, tmp_path)
     weights = zoo.attention_weights(loaded, images[:2])
     assert weights["encoder_block_0/self_attention"].shape[-1] == cfg.num_patches  # no class token
     assert weights["pooling"].shape == (2, cfg.num_patches)

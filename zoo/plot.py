@@ -434,7 +434,8 @@ def vit_attention_map(model, images, titles=None, residual=True, alpha=0.6, path
     """Attention rollout of a ViT over its input images.
 
     For each image: the image (top) and the rollout of what the head sees
-    (`rollout_maps`: the class token's, or the pooled tokens' without one) min-max scaled to [0, 1] per image, upsampled bilinearly from the patch
+    (`rollout_maps`: the class token's, or the pooled tokens' without one),
+    min-max scaled to [0, 1] per image, upsampled bilinearly from the patch
     grid to the image size and laid over the image (bottom).
 
     Args:

@@ -193,10 +193,7 @@ class SequencePooling(keras.layers.Layer):
 
     def call(self, inputs, mask=None, return_attention_scores=False):
         scores = ops.matmul(inputs, ops.cast(self.kernel, inputs.dtype))[..., 0]  # (B, T)
-        scores = ops.cast(scores, "float32")
-        if mask is not None:
-            mask = ops.cast(mask, "bool")
-        weights = attention_ops.masked_softmax(scores, mask)  # (B, T), softmax in float32
+        weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask)  # in float32
         weights = ops.cast(weights, inputs.dtype)
         outputs = ops.einsum("bt,btd->bd", weights, inputs)
         if return_attention_scores:
