@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -80,6 +81,57 @@ def test_multiworker_rejects_malformed_tf_config(monkeypatch, tf_config, message
     with pytest.raises(ValueError, match="TF_CONFIG") as error:
         distribute.get_strategy("multiworker")
     assert message in str(error.value)
+
+
+def _fake_strategy(*devices):
+    return types.SimpleNamespace(
+        num_replicas_in_sync=len(devices),
+        extended=types.SimpleNamespace(worker_devices=devices),
+    )
+
+
+def test_check_jit_compile_refuses_xla_over_several_cpu_replicas():
+    two_cpus = _fake_strategy(
+        "/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1"
+    )
+    with pytest.raises(ValueError, match="cannot compile a train step distributed over 2 CPU"):
+        distribute.check_jit_compile(two_cpus, True)
+    distribute.check_jit_compile(two_cpus, False)
+    # A worker of a two-worker cluster lists its own device; the replicas are 2.
+    worker = _fake_strategy("/job:worker/replica:0/task:1/device:CPU:0")
+    worker.num_replicas_in_sync = 2
+    with pytest.raises(ValueError, match="without --jit"):
+        distribute.check_jit_compile(worker, True)
+    # GPUs (NCCL), one replica, and the default strategy compile fine.
+    gpus = _fake_strategy("/job:localhost/replica:0/task:0/device:GPU:0",
+                          "/job:localhost/replica:0/task:0/device:GPU:1")
+    distribute.check_jit_compile(gpus, True)
+    distribute.check_jit_compile(_fake_strategy("/job:localhost/replica:0/task:0/device:CPU:0"), True)
+    distribute.check_jit_compile(tf.distribute.get_strategy(), True)
+
+
+def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(tmp_path):
+    """What TensorFlow would do at the first step (a traceback, or an abort under
+    MultiWorkerMirroredStrategy) is refused before the data is loaded."""
+    script = (
+        "import sys, tensorflow as tf\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "from zoo import cli\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-c", script, "train", "transformer-tiny", "--data", "numbers",
+         "--strategy", "mirrored", "--jit", "--out", str(out)],
+        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT,
+    )
+    assert result.returncode == 2, result.stderr[-4000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo train: error:")]
+    assert len(errors) == 1 and "2 CPU replicas (MirroredStrategy)" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Loading" not in result.stdout + result.stderr  # refused before the data
+    assert not out.exists()
 
 
 def test_shard_by_data_sets_the_auto_shard_policy():

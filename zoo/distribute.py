@@ -68,6 +68,11 @@ Strategies (`STRATEGIES`):
   raises a one-line `ValueError` (`zoo train` prints it and exits with code 2).
   `default_policy` gives `"mixed_bfloat16"` for it.
 
+XLA: a train step distributed over several CPU replicas cannot be compiled
+(`jit_compile=True`): TensorFlow has no XLA all-reduce for CPU devices.
+`check_jit_compile` (called by `zoo.get` and `zoo train`) refuses it with a
+one-line `ValueError` before any work; GPU and TPU replicas compile fine.
+
 Multi-worker files: every worker runs the same `fit`, including the callbacks
 that save (TensorFlow needs every worker in a save, whose reads of distributed
 variables may be collective ops); only the chief's files are kept.
@@ -207,6 +212,40 @@ def _check_reachable(address, timeout, where):
 def _one_line(error, limit=200):
     text = " ".join(str(error).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_jit_compile(strategy, jit_compile):
+    """Refuse XLA (`jit_compile=True`) for training over several CPU replicas.
+
+    TensorFlow cannot compile such a train step: under
+    `MultiWorkerMirroredStrategy` the gradient all-reduce fails ("Collectives
+    are not yet implemented for CPU devices when compiling with XLA", and the
+    process then aborts), and under `MirroredStrategy` over logical CPUs a
+    replica's XLA computation cannot read its variables on another CPU device.
+    Both fail at the first step, after the data is loaded; this fails before.
+    GPU and TPU replicas are not concerned.
+
+    Args:
+        strategy: a `tf.distribute.Strategy`.
+        jit_compile: the model config's `jit_compile`.
+
+    Raises:
+        ValueError: `jit_compile` is true and the strategy has several
+            replicas on CPU devices (a one-line message).
+    """
+    if not jit_compile or strategy.num_replicas_in_sync < 2:
+        return
+    devices = strategy.extended.worker_devices
+    if any(tf.DeviceSpec.from_string(device).device_type != "CPU" for device in devices):
+        return
+    kind = type(strategy).__name__
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        kind = "MultiWorkerMirroredStrategy"  # not its implementation's name
+    raise ValueError(
+        f"XLA (--jit / jit_compile=True) cannot compile a train step distributed over "
+        f"{strategy.num_replicas_in_sync} CPU replicas ({kind}): TensorFlow "
+        "has no XLA all-reduce for CPU devices; train without --jit (or on GPUs / TPUs)."
+    )
 
 
 def default_policy(strategy):
@@ -550,6 +589,7 @@ def cleanup_worker_dir(path, strategy):
 
 __all__ = [
     "STRATEGIES",
+    "check_jit_compile",
     "cleanup_worker_dir",
     "dataset_options",
     "default_policy",

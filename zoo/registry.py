@@ -202,6 +202,11 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
 
     Returns:
         A `keras.Model`.
+
+    Raises:
+        ValueError: an unknown name, a bad config value, or `jit_compile=True`
+            under a strategy with several CPU replicas
+            (`zoo.distribute.check_jit_compile`).
     """
     item = _entry(name)
     cfg = config(name, **overrides)
@@ -209,6 +214,10 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
         from zoo.distribute import get_strategy
 
         strategy = get_strategy(strategy)
+    if strategy is not None and compile:
+        from zoo.distribute import check_jit_compile
+
+        check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
         model = item.builder(cfg)

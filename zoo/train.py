@@ -986,6 +986,7 @@ def train(
                 f"evaluate it with `zoo evaluate {run_dir}` or train into another --out"
             )
         _check_resume(saved, name, data, given)
+        distribute.check_jit_compile(strategy, saved["model_config"].get("jit_compile", False))
         training = dict(saved["training"])
         data = saved["data"]["spec"]
         data_options = dict(saved["data"]["options"])
@@ -1004,7 +1005,9 @@ def train(
             )
         check_data_fits(name, data)
         jit_override = {} if jit is None else {"jit_compile": bool(jit)}
-        zoo.config(name, **{**user_overrides, **jit_override})  # bad values fail before any work
+        # Bad values fail before any work.
+        checked = zoo.config(name, **{**user_overrides, **jit_override})
+        distribute.check_jit_compile(strategy, getattr(checked, "jit_compile", False))
         training = {key: (given[key] if given.get(key) is not None else default)
                     for key, default in DEFAULTS.items()}
         data_options = {key: given[key] for key in DATA_OPTIONS}
