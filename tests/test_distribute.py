@@ -108,6 +108,7 @@ def test_check_jit_compile_refuses_xla_over_several_cpu_replicas():
     distribute.check_jit_compile(gpus, True)
     distribute.check_jit_compile(_fake_strategy("/job:localhost/replica:0/task:0/device:CPU:0"), True)
     distribute.check_jit_compile(tf.distribute.get_strategy(), True)
+    distribute.check_jit_compile(None, True)  # the current strategy: the default one here
 
 
 def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(tmp_path):
@@ -117,7 +118,13 @@ def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(tmp_path):
         "import sys, tensorflow as tf\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
         "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
-        "from zoo import cli\n"
+        "import zoo\n"
+        "from zoo import cli, distribute\n"
+        "with distribute.get_strategy('mirrored').scope():\n"  # zoo.get in a scope
+        "    try:\n"
+        "        zoo.get('vit-tiny', jit_compile=True)\n"
+        "    except ValueError as error:\n"
+        "        print('zoo.get refused:', error)\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
     out = tmp_path / "run"
@@ -130,6 +137,7 @@ def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("zoo train: error:")]
     assert len(errors) == 1 and "2 CPU replicas (MirroredStrategy)" in errors[0], result.stderr
     assert "Traceback" not in result.stderr
+    assert "zoo.get refused: XLA" in result.stdout, result.stdout
     assert "Loading" not in result.stdout + result.stderr  # refused before the data
     assert not out.exists()
 

@@ -226,13 +226,16 @@ def check_jit_compile(strategy, jit_compile):
     GPU and TPU replicas are not concerned.
 
     Args:
-        strategy: a `tf.distribute.Strategy`.
+        strategy: a `tf.distribute.Strategy`; None for the current one
+            (`tf.distribute.get_strategy()`, e.g. inside `strategy.scope()`).
         jit_compile: the model config's `jit_compile`.
 
     Raises:
         ValueError: `jit_compile` is true and the strategy has several
             replicas on CPU devices (a one-line message).
     """
+    if strategy is None:
+        strategy = tf.distribute.get_strategy()
     if not jit_compile or strategy.num_replicas_in_sync < 2:
         return
     devices = strategy.extended.worker_devices

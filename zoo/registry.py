@@ -205,7 +205,7 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
 
     Raises:
         ValueError: an unknown name, a bad config value, or `jit_compile=True`
-            under a strategy with several CPU replicas
+            under a strategy (given or in scope) with several CPU replicas
             (`zoo.distribute.check_jit_compile`).
     """
     item = _entry(name)
@@ -214,9 +214,10 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
         from zoo.distribute import get_strategy
 
         strategy = get_strategy(strategy)
-    if strategy is not None and compile:
+    if compile:
         from zoo.distribute import check_jit_compile
 
+        # `strategy`, or the one whose scope this is called in.
         check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
