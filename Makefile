@@ -6,7 +6,9 @@ BIN := $(VENV)/bin
 # Keep TensorFlow's C++ logging quiet in every target.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install test demo bench lint
+.PHONY: install data test demo bench lint
+
+FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
 # The virtual environment, with an up-to-date pip.
 $(BIN)/python:
@@ -24,7 +26,20 @@ $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed
 
 install: $(VENV)/.installed
 
-test: $(VENV)/.installed
+# Debian's Fashion-MNIST, when this runs as root with apt-get. Optional: without
+# it (no root, no network) the tests and the tutorials' smoke runs use
+# scikit-learn's bundled digits, and `zoo train --data fashion-mnist` says what
+# to install. A failure here is reported and never stops the target.
+data:
+	@if [ ! -d $(FASHION_MNIST) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing Debian's dataset-fashion-mnist into $(FASHION_MNIST) (optional)"; \
+		{ timeout 300 apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 || \
+		  { timeout 300 apt-get update -qq >/dev/null 2>&1 && \
+		    timeout 300 apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1; }; } \
+		|| echo "  not installed (no network or no such package); the tests do without it"; \
+	fi
+
+test: $(VENV)/.installed data
 	$(BIN)/python -m pytest -q
 
 demo: $(VENV)/.installed

@@ -1,12 +1,23 @@
-"""Shared pytest fixtures: quiet TensorFlow, fixed seeds, a clean Keras state per test."""
+"""Shared pytest fixtures: no network, quiet TensorFlow, fixed seeds, a clean Keras state per test."""
 
 import os
+import pathlib
 
 import pytest
+
+import no_network
 
 # Must be set before TensorFlow is imported anywhere; keras is imported lazily
 # inside the fixtures below so that this line runs first.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# No test reaches the network: this process refuses connections outside
+# loopback, and so does every Python process the tests start (sitecustomize).
+no_network.install()
+_GUARD_DIR = str(pathlib.Path(__file__).resolve().parent / "sitecustomize")
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_GUARD_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
 
 SEED = 1234
 
@@ -43,3 +54,22 @@ def _clean_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session(free_memory=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_network_reached():
+    """Fail the test if its code tried the network, even if it swallowed the error."""
+    already = len(no_network.blocked)
+    yield
+    tried = no_network.blocked[already:]
+    del no_network.blocked[already:]
+    if tried:
+        pytest.fail(f"the test tried to reach the network: {', '.join(tried)}", pytrace=False)
+
+
+@pytest.fixture
+def expect_network_block():
+    """For tests of the guard itself: the blocks they cause are theirs to check."""
+    already = len(no_network.blocked)
+    yield no_network.blocked
+    del no_network.blocked[already:]

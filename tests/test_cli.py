@@ -340,3 +340,24 @@ def test_demo_runs_end_to_end_on_tiny_settings(tmp_path):
     assert "beam 4" in result.stdout
     assert (tmp_path / "saved/1/saved_model.pb").is_file()
     assert "served translations correct" in result.stdout
+
+
+def test_fashion_mnist_without_files_or_network_is_one_line(
+    capsys, tmp_path, monkeypatch, expect_network_block
+):
+    """No Debian package, no keras cache, no network: one line, exit 2, no run directory."""
+    import keras.src.backend.config as keras_config
+
+    from zoo import datasets
+
+    missing = tmp_path / "no-fashion-mnist"
+    monkeypatch.setattr(datasets, "FASHION_MNIST_DIR", missing)
+    monkeypatch.setattr(keras_config, "_KERAS_DIR", str(tmp_path / "keras-home"))
+    out = tmp_path / "run"
+    code, _, err = run_main(capsys, "train", "vit-tiny", "--data", "fashion-mnist",
+                            "--epochs", "1", "--out", out)
+    assert_one_line_error(code, err, "Fashion-MNIST not found")
+    for named in (str(missing), "dataset-fashion-mnist", "--data-dir", "keras.datasets"):
+        assert named in err
+    assert expect_network_block, "the download was not even tried"
+    assert not out.exists()

@@ -319,6 +319,14 @@ def test_fashion_mnist_missing_file(tmp_path, rng):
         datasets.fashion_mnist(tmp_path / "fm")
 
 
+
+def test_fashion_mnist_without_files_and_without_download(tmp_path, monkeypatch):
+    missing = tmp_path / "missing"
+    monkeypatch.setattr(datasets, "FASHION_MNIST_DIR", missing)
+    with pytest.raises(FileNotFoundError, match="dataset-fashion-mnist") as raised:
+        datasets.fashion_mnist(download=False)
+    assert str(missing) in str(raised.value) and "\n" not in str(raised.value)
+
 @pytest.mark.skipif(
     not (datasets.FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").is_file(),
     reason="Debian package dataset-fashion-mnist not installed",
@@ -343,6 +351,16 @@ def test_digits():
     assert set(np.unique(y_test)) == set(range(10))  # stratified
     np.testing.assert_array_equal(datasets.digits(seed=0).y_test, y_test)
 
+
+def test_digits_resized_to_fashion_mnist_size():
+    small, large = datasets.digits(seed=0), datasets.digits(seed=0, image_size=28)
+    assert large.x_train.shape == (len(small.x_train), 28, 28, 1) and large.x_train.dtype == np.uint8
+    np.testing.assert_array_equal(large.y_test, small.y_test)
+    # Bilinear resizing keeps each image's mean brightness (within rounding).
+    np.testing.assert_allclose(large.x_test.mean(axis=(1, 2, 3)), small.x_test.mean(axis=(1, 2, 3)),
+                               atol=4.0)
+    with pytest.raises(ValueError, match="image_size"):
+        datasets.digits(image_size=0)
 
 def test_images_from_directory(tmp_path, rng):
     from PIL import Image

@@ -370,6 +370,15 @@ def test_canonical_references_and_scores():
     assert bleu == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
 
 
+@pytest.mark.parametrize("hits, total, expected", [(1, 200, 0.5), (1, 100, 1.0), (0, 50, 0.0)])
+def test_exact_match_stays_a_percentage_at_or_below_one_percent(hits, total, expected):
+    """Real-language runs land at 1% or below: 1 of 200 is 0.5%, never 50%."""
+    references = [f"sentence {i}" for i in range(total)]
+    hypotheses = references[:hits] + ["wrong"] * (total - hits)
+    exact, _ = training._scores(hypotheses, references)
+    assert exact == pytest.approx(expected)
+
+
 # === Images ===
 
 

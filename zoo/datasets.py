@@ -484,19 +484,26 @@ class ImageData:
         )
 
 
-def digits(test_ratio=0.2, seed=0):
+def digits(test_ratio=0.2, seed=0, image_size=None):
     """scikit-learn's handwritten digits: 1,797 images (8, 8, 1), classes "0".."9".
 
     Pixel values 0..16 are scaled to 0..255 uint8. The split is stratified
-    by class and fixed by `seed`.
+    by class and fixed by `seed`. `image_size=28` resizes them (bilinear) to
+    28x28, the shape of Fashion-MNIST: the tutorials' smoke runs use that
+    when Fashion-MNIST is not on the machine.
     """
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
     if not (isinstance(test_ratio, (int, float)) and 0 < test_ratio < 1):
         raise ValueError(f"test_ratio must be in (0, 1); received test_ratio={test_ratio!r}")
+    if image_size is not None and (isinstance(image_size, bool) or not isinstance(image_size, int)
+                                   or image_size < 1):
+        raise ValueError(f"image_size must be a positive integer; received {image_size!r}")
     bunch = load_digits()
     images = np.round(bunch.images * (255.0 / 16.0)).astype(np.uint8)[..., None]  # (N, 8, 8, 1)
+    if image_size is not None and image_size != 8:
+        images = _resize(images, image_size)
     labels = bunch.target.astype(np.int64)
     x_train, x_test, y_train, y_test = train_test_split(
         images, labels, test_size=test_ratio, random_state=seed, stratify=labels
@@ -510,6 +517,15 @@ def digits(test_ratio=0.2, seed=0):
         class_names=[str(digit) for digit in range(10)],
         metadata={"test_ratio": test_ratio, "seed": seed},
     )
+
+
+def _resize(images, size):
+    """uint8 images (N, h, w, C) resized bilinearly to (N, size, size, C)."""
+    import keras
+
+    resized = keras.ops.image.resize(images.astype(np.float32), (size, size),
+                                     interpolation="bilinear")
+    return np.clip(np.round(keras.ops.convert_to_numpy(resized)), 0, 255).astype(np.uint8)
 
 
 _IDX_DTYPES = {
@@ -585,7 +601,26 @@ def _find_idx_file(directory, stem):
     return None
 
 
-def fashion_mnist(data_dir=None):
+FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"
+
+
+def _download_fashion_mnist():
+    """`keras.datasets.fashion_mnist.load_data()`, or one clear error without network."""
+    import keras
+
+    logger.warning("%s not found; downloading Fashion-MNIST with keras", FASHION_MNIST_DIR)
+    try:
+        return keras.datasets.fashion_mnist.load_data()
+    except Exception as error:  # keras wraps URLError/OSError in a bare Exception
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        raise FileNotFoundError(
+            f"Fashion-MNIST not found: {FASHION_MNIST_DIR} is missing (Debian package "
+            f"{FASHION_MNIST_PACKAGE}: apt-get install {FASHION_MNIST_PACKAGE}) and the download "
+            f"with keras.datasets failed ({reason}); pass --data-dir DIR with the four IDX files"
+        ) from error
+
+
+def fashion_mnist(data_dir=None, download=True):
     """Fashion-MNIST: 60,000 + 10,000 images (28, 28, 1) uint8, 10 classes.
 
     Reads the four IDX files (`train-images-idx3-ubyte.gz`,
@@ -594,18 +629,23 @@ def fashion_mnist(data_dir=None):
     of `-idx`) from `data_dir`. Without `data_dir`: from
     `/usr/share/datasets/fashion-mnist` (Debian package
     `dataset-fashion-mnist`) when it is there, else
-    `keras.datasets.fashion_mnist.load_data()`, which downloads.
+    `keras.datasets.fashion_mnist.load_data()`, which downloads (unless
+    `download=False`).
 
     Raises:
-        FileNotFoundError: `data_dir` was given and a file is missing.
+        FileNotFoundError: `data_dir` was given and a file is missing, or there
+            is no `data_dir`, no Debian package and no network (one line that
+            names the package, `--data-dir` and what was tried).
     """
     if data_dir is None and _find_idx_file(FASHION_MNIST_DIR, _FASHION_MNIST_FILES["x_train"]):
         data_dir = FASHION_MNIST_DIR
+    if data_dir is None and not download:
+        raise FileNotFoundError(
+            f"Fashion-MNIST not found: {FASHION_MNIST_DIR} is missing (Debian package "
+            f"{FASHION_MNIST_PACKAGE}) and download=False; pass data_dir with the four IDX files"
+        )
     if data_dir is None:
-        import keras
-
-        logger.warning("%s not found; downloading Fashion-MNIST with keras", FASHION_MNIST_DIR)
-        (x_train, y_train), (x_test, y_test) = keras.datasets.fashion_mnist.load_data()
+        (x_train, y_train), (x_test, y_test) = _download_fashion_mnist()
         source = "keras.datasets.fashion_mnist"
     else:
         data_dir = pathlib.Path(data_dir)

@@ -59,7 +59,7 @@ import numpy as np
 import tensorflow as tf
 
 import zoo
-from zoo import datasets, decode, distribute, pipeline, text
+from zoo import datasets, decode, distribute, metrics, pipeline, text
 
 FORMAT_VERSION = 1
 TRANSLATION_FAMILIES = ("transformer", "seq2seq")
@@ -1206,7 +1206,7 @@ def _write_curves(history_path, path, title):
 
 def _print_training_summary(name, run_dir, summary, rows):
     final = summary["final"]
-    metrics = ", ".join(
+    final_metrics = ", ".join(
         f"{key} {value:.4g}" for key, value in final.items() if key != "learning_rate"
     )
     how = f" (stopped by {summary['stopped_by']})" if summary["stopped_by"] else ""
@@ -1214,7 +1214,7 @@ def _print_training_summary(name, run_dir, summary, rows):
                if summary["resumed_from_epoch"] else "")
     print(f"\nTrained {name}: {summary['epochs']} epochs, {summary['steps']} steps in "
           f"{summary['train_seconds_this_call'] / 60:.1f} min{how}{resumed}")
-    print(f"  final: {metrics}")
+    print(f"  final: {final_metrics}")
     print(f"  run directory: {run_dir} (config.json, checkpoints/, history.csv, curves.png, logs/)")
 
 
@@ -1329,19 +1329,9 @@ def canonical(tokenizer, sentences):
 
 
 def _scores(hypotheses, references):
-    """`(exact match %, BLEU)`: `zoo.metrics` when present, else sacrebleu directly."""
-    try:
-        from zoo import metrics
-    except ImportError:
-        metrics = None
-    if metrics is not None and hasattr(metrics, "bleu") and hasattr(metrics, "exact_match"):
-        exact = float(metrics.exact_match(hypotheses, references))
-        bleu = float(metrics.bleu(hypotheses, references))
-        return (100.0 * exact if exact <= 1.0 else exact), bleu
-    import sacrebleu
-
-    exact = 100.0 * float(np.mean([h == r for h, r in zip(hypotheses, references)]))
-    return exact, float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    """`(exact match %, BLEU)`, both on a 0-100 scale (`zoo.metrics`)."""
+    return (float(metrics.exact_match(hypotheses, references)),
+            float(metrics.bleu(hypotheses, references)))
 
 
 # === Evaluation ===
