@@ -30,7 +30,8 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 DATASETS_HELP = (
-    "numbers, dates, tsv:PATH (source<TAB>target lines), digits, fashion-mnist, "
+    "numbers, dates, tsv:PATH (source<TAB>target lines), gettext:LANG (English->LANG from the "
+    "installed .mo catalogs), digits, fashion-mnist, "
     "images:DIR (one sub-folder per class)"
 )
 

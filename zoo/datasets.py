@@ -13,7 +13,9 @@ Translation (all return a `TranslationData`, pairs are `(source, target)`):
 * `dates()`: German dates written out by `babel` ("Dienstag, 5. März 2024",
   "05.03.2024") -> ISO 8601 ("2024-03-05").
 * `tsv(path)`: your own `source<TAB>target` file.
-* `get_translation_dataset("numbers" | "dates" | "tsv:PATH", **kwargs)`.
+* `gettext(language)`: English -> LANG user-interface strings from the
+  machine's installed `.mo` catalogs (`zoo.catalogs`), split by catalog.
+* `get_translation_dataset("numbers" | "dates" | "tsv:PATH" | "gettext:LANG", **kwargs)`.
 
 Each takes `progress=False`; with True a `keras.utils.Progbar` on stdout
 counts the pairs generated or the lines read.
@@ -37,9 +39,11 @@ import pathlib
 
 import numpy as np
 
+from zoo import catalogs
+
 logger = logging.getLogger(__name__)
 
-TRANSLATION_DATASETS = ("numbers", "dates", "tsv:PATH")
+TRANSLATION_DATASETS = ("numbers", "dates", "tsv:PATH", "gettext:LANG")
 PROGRESS_EVERY = 1000  # items between two progress bar updates
 
 
@@ -434,10 +438,31 @@ def tsv(
     )
 
 
-def get_translation_dataset(spec, **kwargs):
-    """Build a translation dataset from its name: "numbers", "dates" or "tsv:PATH".
+def gettext(language, locale_dir=None, test_ratio=0.05, seed=0, progress=False):
+    """English -> `language` user-interface strings from the installed gettext catalogs.
 
-    `kwargs` go to `numbers`, `dates` or `tsv`.
+    Real translations by people, about 40,000 pairs for `es`, `de` or `fr` on
+    a Debian machine; cleaned and split by catalog as `zoo.catalogs` says.
+    `locale_dir` defaults to `/usr/share/locale`. `progress` is accepted for
+    symmetry and unused (reading takes about a second).
+    """
+    del progress
+    train_pairs, test_pairs, metadata = catalogs.gettext_pairs(
+        language, catalogs.LOCALE_DIR if locale_dir is None else locale_dir,
+        test_ratio=test_ratio, seed=seed,
+    )
+    logger.info("gettext:%s: %d pairs kept of %d messages", language, metadata["kept"],
+                metadata["messages"])
+    return TranslationData(
+        name=f"gettext-{language}", train_pairs=train_pairs, test_pairs=test_pairs,
+        source_language="en", target_language=language, metadata=metadata,
+    )
+
+
+def get_translation_dataset(spec, **kwargs):
+    """Build a translation dataset from its name: "numbers", "dates", "tsv:PATH", "gettext:LANG".
+
+    `kwargs` go to `numbers`, `dates`, `tsv` or `gettext`.
     """
     if not isinstance(spec, str):
         raise ValueError(f"spec must be a str; received {spec!r}")
@@ -450,6 +475,8 @@ def get_translation_dataset(spec, **kwargs):
         if not path:
             raise ValueError(f"'tsv:' needs a path, e.g. 'tsv:data/train.tsv'; received {spec!r}")
         return tsv(path, **kwargs)
+    if spec.startswith("gettext:"):
+        return gettext(spec[len("gettext:"):], **kwargs)
     raise ValueError(
         f"unknown translation dataset {spec!r}; available: {', '.join(TRANSLATION_DATASETS)}"
     )
@@ -758,7 +785,7 @@ def dataset_kind(spec):
     """
     if not isinstance(spec, str):
         raise ValueError(f"spec must be a str; received {spec!r}")
-    if spec in ("numbers", "dates") or spec.startswith("tsv:"):
+    if spec in ("numbers", "dates") or spec.startswith(("tsv:", "gettext:")):
         return "translation"
     if spec in ("digits", "fashion-mnist", "fashion_mnist") or spec.startswith("images:"):
         return "image"
@@ -793,18 +820,19 @@ def load(
 ):
     """Any dataset from its spec, as `zoo train --data SPEC` names it.
 
-    Specs: `numbers`, `dates`, `tsv:PATH`, `digits`, `fashion-mnist`,
-    `images:DIR`. Options that a dataset does not use are ignored.
+    Specs: `numbers`, `dates`, `tsv:PATH`, `gettext:LANG`, `digits`,
+    `fashion-mnist`, `images:DIR`. Options that a dataset does not use are ignored.
 
     Args:
         spec: the dataset spec.
-        data_dir: `fashion-mnist` only: the folder with the IDX files
-            (default `/usr/share/datasets/fashion-mnist` when present).
+        data_dir: `fashion-mnist`: the folder with the IDX files (default
+            `/usr/share/datasets/fashion-mnist` when present); `gettext:`: the
+            locale folder (default `/usr/share/locale`).
         train_size, test_size: `numbers`/`dates`: how many pairs to generate
             (defaults 20,000/1,000 and 10,000/1,000); any other dataset: keep
             a random subset of that many (fixed by `seed`), None for all.
-        test_ratio: the held-out share for `tsv:` without `test_path`
-            (default 0.05), `digits` and `images:` (default 0.2).
+        test_ratio: the held-out share for `tsv:` without `test_path` and
+            `gettext:` (default 0.05), `digits` and `images:` (default 0.2).
         test_path: `tsv:` only: a second file holding the test pairs.
         image_size: `images:` only: `(height, width)` or an int; required.
         color_mode: `images:` only: "rgb", "grayscale" or "rgba".
@@ -833,6 +861,13 @@ def load(
                 seed=seed,
                 progress=progress,
             )
+        elif spec.startswith("gettext:"):
+            data = get_translation_dataset(
+                spec, locale_dir=data_dir, test_ratio=0.05 if test_ratio is None else test_ratio,
+                seed=seed,
+            )
+            (data.train_pairs,) = _subset(seed, [data.train_pairs], train_size, "train_size")
+            (data.test_pairs,) = _subset(seed + 1, [data.test_pairs], test_size, "test_size")
         else:
             data = get_translation_dataset(
                 spec,
