@@ -41,7 +41,7 @@ def rng():
 
 @pytest.fixture(autouse=True)
 def _clean_keras_state():
-    """Every test starts seeded and leaves float32 and a fresh session behind.
+    """Every test starts seeded and leaves float32 and a cleared Keras state behind.
 
     Resetting the dtype policy keeps a mixed-precision test from leaking into the
     next one. `clear_session(free_memory=False)` resets Keras's global state (layer
