@@ -449,12 +449,42 @@ def _read_vocabulary_file(path):
     return tokens
 
 
-_ID_SPECS = [
+# The id types `detokenize` and `lookup` take, traced when a tokenizer is made.
+ID_SPECS = [
     tf.TensorSpec([None, None], tf.int32),
     tf.TensorSpec([None, None], tf.int64),
     tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1),
     tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1),
 ]
+
+
+def clean_ids(ids, vocab_size):
+    """Ids (B, T) dense or ragged -> ragged int32 (B, (T)) ready to detokenize.
+
+    Cut at the first `[END]`, without `[PAD]` and `[START]`; ids outside
+    `[0, vocab_size)` become `[UNK]`. Shared by every tokenizer of the zoo.
+    """
+    if isinstance(ids, tf.RaggedTensor):
+        ids = ids.to_tensor(default_value=PAD_ID)
+    ids = tf.cast(ids, tf.int32)  # (B, T)
+    before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
+    keep = before_end & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, START_ID)
+    in_range = (ids >= 0) & (ids < tf.cast(vocab_size, tf.int32))
+    ids = tf.where(in_range, ids, tf.constant(UNK_ID, tf.int32))
+    return tf.ragged.boolean_mask(ids, keep)  # (B, (T))
+
+
+def lookup_ids(vocab, ids):
+    """Ids (B, T) or (B, (T)) -> `vocab`'s tokens, same shape; out-of-range ids read `[UNK]`."""
+    unk = tf.constant(UNK_ID, ids.dtype)
+
+    def gather(flat):
+        in_range = tf.logical_and(flat >= 0, flat < tf.cast(tf.size(vocab), flat.dtype))
+        return tf.gather(vocab, tf.where(in_range, flat, unk))
+
+    if isinstance(ids, tf.RaggedTensor):
+        return tf.ragged.map_flat_values(gather, ids)
+    return gather(ids)
 
 
 class WordPieceTokenizer(tf.Module):
@@ -534,7 +564,7 @@ class WordPieceTokenizer(tf.Module):
         # `detokenize` and `lookup` take several id types, so they have no
         # input_signature: trace each type (any shape) now, so calls of any
         # shape reuse these traces and a SavedModel export carries them all.
-        for spec in _ID_SPECS:
+        for spec in ID_SPECS:
             self.detokenize.get_concrete_function(spec)
             self.lookup.get_concrete_function(spec)
 
@@ -591,36 +621,15 @@ class WordPieceTokenizer(tf.Module):
         flat = tf.where(out_of_vocabulary, tf.constant(UNK_ID, tf.int64), flat)
         return ids.with_flat_values(tf.cast(flat, tf.int32))
 
-    def _clean_ids(self, ids):
-        """Ids (B, T) dense or ragged -> ragged int32 (B, (T)): cut at the first
-        `[END]`, without `[PAD]`/`[START]`, out-of-range ids made `[UNK]`."""
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.cast(ids, tf.int32)  # (B, T)
-        before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
-        keep = before_end & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, START_ID)
-        in_range = (ids >= 0) & (ids < tf.size(self.vocab))
-        ids = tf.where(in_range, ids, tf.constant(UNK_ID, tf.int32))
-        return tf.ragged.boolean_mask(ids, keep)  # (B, (T))
-
     @tf.function(autograph=False)
     def lookup(self, ids):
         """Ids (B, T) or (B, (T)) -> tokens, same shape; no cleaning but out-of-range ids
         read as `[UNK]`."""
-        vocab = self.vocab
-        unk = tf.constant(UNK_ID, ids.dtype)
-
-        def gather(flat):
-            in_range = tf.logical_and(flat >= 0, flat < tf.cast(tf.size(vocab), flat.dtype))
-            return tf.gather(vocab, tf.where(in_range, flat, unk))
-
-        if isinstance(ids, tf.RaggedTensor):
-            return tf.ragged.map_flat_values(gather, ids)
-        return gather(ids)
+        return lookup_ids(self.vocab, ids)
 
     @tf.function(autograph=False)
     def detokenize(self, ids):
-        ids = self._clean_ids(ids)  # (B, (T))
+        ids = clean_ids(ids, tf.size(self.vocab))  # (B, (T))
         tokens = tf.gather(self.vocab, ids)
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")  # (B,)
         text = tf.strings.regex_replace(text, " " + SUFFIX_INDICATOR, "")
