@@ -39,7 +39,7 @@ UNSEEN = [
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return SentencePieceTokenizer.from_corpus(CORPUS * 3, vocab_size=500)
+    return SentencePieceTokenizer.from_corpus(CORPUS * 3, vocab_size=1100)
 
 
 def nfkc(s):
@@ -101,6 +101,13 @@ def test_it_survives_resetting_the_seeds(tokenizer):
     assert roundtrip(tokenizer, CORPUS[:2]) == [nfkc(s) for s in CORPUS[:2]]
 
 
+def test_a_small_vocabulary_works_without_byte_fallback():
+    small = SentencePieceTokenizer.from_corpus(CORPUS * 3, vocab_size=120)
+    assert small.vocab_size <= 120 and "<0x00>" not in small.get_vocabulary()
+    assert roundtrip(small, CORPUS) == [nfkc(s) for s in CORPUS]
+    assert roundtrip(small, ["Hola 🙂 Mundo"]) == ["Hola  Mundo"]  # unseen: [UNK], read as ""
+
+
 def test_save_and_load_give_the_same_ids(tokenizer, tmp_path):
     tokenizer.save(tmp_path / "tok")
     assert json.loads((tmp_path / "tok" / "tokenizer.json").read_text())["type"] == "sentencepiece"
@@ -123,7 +130,7 @@ def test_bad_model_files_are_one_line(tmp_path):
     with pytest.raises(ValueError, match="vocab_size"):
         train_sentencepiece_model(CORPUS, 4)
     with pytest.raises(ValueError, match=r"too small for this text: .* at least \d+ pieces"):
-        train_sentencepiece_model(CORPUS, 100)
+        train_sentencepiece_model(CORPUS, 20)
 
 
 def test_a_saved_model_serves_it_in_a_process_without_our_code(tokenizer, tmp_path):

@@ -21,8 +21,9 @@ Choices made when learning a model:
   spaces kept (`remove_extra_whitespaces=False`): `detokenize(tokenize(s))
   == NFKC(s).strip()` for any valid UTF-8 `s` (spaces and tabs inside the
   text come back as they were; leading and trailing ones do not);
-* byte fallback: a character the model never saw is spelled as its UTF-8
-  bytes (`<0xC3>`...), never `[UNK]`; digits are split one by one;
+* byte fallback (from a vocabulary of 1024 on): a character the model never
+  saw is spelled as its UTF-8 bytes (`<0xC3>`...), never `[UNK]`; digits
+  are split one by one;
 * the same reserved ids as `zoo.text`: `[PAD]`=0, `[UNK]`=1, `[START]`=2,
   `[END]`=3 (SentencePiece's pad, unk, bos and eos pieces), so the pipeline,
   the decoders and the exports treat both tokenizers alike.
@@ -46,13 +47,19 @@ MODEL_FILENAME = "sentencepiece.model"
 MODEL_TYPES = ("unigram", "bpe")
 
 
+BYTE_FALLBACK_MIN_VOCAB = 1024  # below this, 256 byte pieces would crowd out the subwords
+
+
 def train_sentencepiece_model(sentences, vocab_size, model_type="unigram", seed=0,
                               max_sentences=1_000_000):
     """Learn a SentencePiece model on `sentences`; returns its serialized proto (bytes).
 
     `vocab_size` is an upper bound: a small corpus gives fewer pieces; it
-    must leave room for the 256 byte pieces, the 4 reserved ones and the
-    text's characters (a `ValueError` says how many). The reserved pieces and
+    must leave room for the 4 reserved pieces and the text's characters (a
+    `ValueError` says how many). Byte fallback needs 256 pieces of its own,
+    so it is on from `vocab_size` 1024 (`BYTE_FALLBACK_MIN_VOCAB`): below,
+    a character never seen in training reads as `[UNK]` and detokenizes to
+    nothing. The reserved pieces and
     options are those of the module docstring.
     """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 8:
@@ -65,25 +72,26 @@ def train_sentencepiece_model(sentences, vocab_size, model_type="unigram", seed=
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
-        _train(sentences, model, vocab_size, model_type, max_sentences)
+        _train(sentences, model, vocab_size, model_type, max_sentences,
+               byte_fallback=vocab_size >= BYTE_FALLBACK_MIN_VOCAB)
     except RuntimeError as error:
         needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
         if needed is None:
             raise
         raise ValueError(
-            f"vocab_size={vocab_size} is too small for this text: SentencePiece with byte "
-            f"fallback needs at least {needed.group(1)} pieces (256 bytes, 4 reserved, and "
-            "every frequent character)"
+            f"vocab_size={vocab_size} is too small for this text: SentencePiece needs at "
+            f"least {needed.group(1)} pieces (4 reserved, every frequent character, and the "
+            f"256 bytes from vocab_size {BYTE_FALLBACK_MIN_VOCAB} on)"
         ) from None
     return model.getvalue()
 
 
-def _train(sentences, model, vocab_size, model_type, max_sentences):
+def _train(sentences, model, vocab_size, model_type, max_sentences, byte_fallback):
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
         model_type=model_type, hard_vocab_limit=False, character_coverage=0.9995,
         normalization_rule_name="nfkc", remove_extra_whitespaces=False,
-        byte_fallback=True, split_digits=True, input_sentence_size=max_sentences,
+        byte_fallback=byte_fallback, split_digits=True, input_sentence_size=max_sentences,
         shuffle_input_sentence=True, num_threads=2, minloglevel=2,
         pad_id=text.PAD_ID, unk_id=text.UNK_ID, bos_id=text.START_ID, eos_id=text.END_ID,
         pad_piece=text.PAD_TOKEN, unk_piece=text.UNK_TOKEN,
@@ -111,7 +119,7 @@ class SentencePieceTokenizer(tf.Module):
 
     Example:
 
-    >>> tokenizer = SentencePieceTokenizer.from_corpus(["Hola, Mundo."] * 50, 400)
+    >>> tokenizer = SentencePieceTokenizer.from_corpus(["Hola, Mundo."] * 50, 40)
     >>> tokenizer.detokenize(tokenizer.tokenize(["Hola, Mundo."])).numpy()
     array([b'Hola, Mundo.'], dtype=object)
     """
