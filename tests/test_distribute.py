@@ -157,13 +157,19 @@ def _closed_port():
 
 
 @pytest.mark.parametrize("tpu", ["no-such-tpu", "grpc://127.0.0.1:{port}"])
-def test_tpu_without_tpu_is_a_quick_one_line_error(tpu):
+def test_tpu_without_tpu_is_a_quick_one_line_error(tpu, expect_network_block):
     tpu = tpu.format(port=_closed_port())
     started = time.monotonic()
     with pytest.raises(ValueError, match="No TPU found") as error:
         distribute.get_strategy("tpu", tpu=tpu)
     assert time.monotonic() - started < 15
     assert "\n" not in str(error.value) and tpu in str(error.value)
+    # A TPU name is resolved through the Google Cloud metadata server, the one
+    # host TensorFlow asks (here refused by the tests' network guard); an address
+    # is dialled directly.
+    hosts = {target.rsplit(":", 1)[0] for target in expect_network_block}
+    assert hosts <= {"metadata.google.internal"}, hosts
+    assert bool(hosts) == (tpu == "no-such-tpu")
 
 
 def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(tmp_path):
