@@ -34,7 +34,6 @@ downloaded.
 import argparse
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
