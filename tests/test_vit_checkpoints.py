@@ -96,6 +96,50 @@ def test_position_resampling_equals_timm(size, kind):
     np.testing.assert_allclose(got, REFERENCES[f"resample_{size}_{kind}"], atol=1e-5, rtol=0)
 
 
+def write_safetensors(path, tensors, dtype):
+    """A minimal safetensors writer (the format's spec), for half-precision files."""
+    import json
+    import struct
+
+    header, chunks, offset = {}, [], 0
+    for name, array in tensors.items():
+        if dtype == "BF16":  # keep the top 16 bits of float32
+            data = (np.asarray(array, "<f4").view("<u4") >> 16).astype("<u2").tobytes()
+        else:
+            data = np.asarray(array, "<f2").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    encoded = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + b"".join(chunks))
+
+
+@pytest.mark.parametrize("dtype, numpy_rounding", [("F16", "float16"), ("BF16", None)])
+def test_half_precision_safetensors_are_read(tmp_path, dtype, numpy_rounding):
+    tensors = tensor_files.read_safetensors(FIXTURES / "timm_cls.safetensors")
+    write_safetensors(tmp_path / "half.safetensors", tensors, dtype)
+    half = tensor_files.read_safetensors(tmp_path / "half.safetensors")
+    for name, array in tensors.items():
+        assert half[name].dtype == (np.float16 if dtype == "F16" else np.float32)  # BF16 widened
+        assert half[name].shape == array.shape
+        if numpy_rounding:
+            np.testing.assert_array_equal(half[name], array.astype(numpy_rounding))
+        else:  # bfloat16 truncation: 8 bits of mantissa
+            np.testing.assert_allclose(half[name], array, rtol=2**-7, atol=0)
+    logits = zoo.get("vit-ti16", weights=str(tmp_path / "half.safetensors"), compile=False,
+                     **TINY).predict(REFERENCES["images"], verbose=0)
+    np.testing.assert_allclose(logits, REFERENCES["timm_cls"], atol=0.2)
+
+
+def test_pth_reader_equals_safetensors_reader():
+    pth = tensor_files.read_torch(FIXTURES / "timm_cls.pth")
+    safetensors = tensor_files.read_safetensors(FIXTURES / "timm_cls.safetensors")
+    assert sorted(pth) == sorted(safetensors)
+    for name in pth:
+        np.testing.assert_array_equal(pth[name], safetensors[name])
+
+
 # === Fine-tuning ===
 
 
@@ -236,6 +280,7 @@ def test_weights_for_another_family_are_refused():
         (dict(pixel_mean=(0.5, 0.5)), "pixel_mean"),
         (dict(activation="relu"), "activation"),
         (dict(pooled_norm=True), "pooled_norm"),
+        (dict(pooled_norm=True, pooling="seq"), "pooled_norm"),
     ],
 )
 def test_new_config_fields_are_validated(overrides, field):

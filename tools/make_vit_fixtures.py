@@ -8,6 +8,13 @@ downloaded.
     python tools/make_vit_fixtures.py paper-write DIR      # (fixtures venv) full-size timm ViT-B/16
     python tools/make_vit_fixtures.py paper-check DIR      # (project venv) zoo vit-b16 vs timm
 
+`paper-write` saves a random-initialised timm `vit_base_patch16_224` state
+dict (346 MB, not committed), its logits on two 224×224 images, and the
+logits of timm's `vit_base_patch16_384` loaded from it by timm's
+`checkpoint_filter_fn` (position embeddings resampled) on two 384×384 images;
+`paper-check` builds `zoo.get("vit-b16", weights=...)` (and at
+`image_size=384`) and compares parameter counts and logits (within 1e-3).
+
 `fixtures` makes tiny ViTs (depth 2, width 32, 2 heads, MLP 64, patch 4,
 16×16 RGB images, 5 classes) and saves:
 
@@ -151,8 +158,8 @@ def save_timm(model, out, stem, pth=False):
 
     sd = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     safetensors.torch.save_file(sd, str(out / f"{stem}.safetensors"))
-    if pth:
-        torch.save(sd, out / f"{stem}.pth")
+    if pth:  # the state dict itself (an OrderedDict with `_metadata`), as timm saves it
+        torch.save(model.state_dict(), out / f"{stem}.pth")
 
 
 def hf_models(out, images, references):
@@ -247,6 +254,7 @@ def paper_write(folder):
     import safetensors.torch
     import timm
     import torch
+    from timm.models.vision_transformer import checkpoint_filter_fn
 
     torch.manual_seed(0)
     folder.mkdir(parents=True, exist_ok=True)
@@ -254,8 +262,12 @@ def paper_write(folder):
     sd = {k: v.contiguous() for k, v in model.state_dict().items()}
     safetensors.torch.save_file(sd, str(folder / "vit_base_patch16_224.safetensors"))
     images = np.random.default_rng(1).integers(0, 256, (2, 224, 224, 3)).astype(np.uint8)
+    images_384 = np.random.default_rng(2).integers(0, 256, (2, 384, 384, 3)).astype(np.uint8)
+    model_384 = timm.create_model("vit_base_patch16_384", pretrained=False)
+    model_384.load_state_dict(checkpoint_filter_fn(model.state_dict(), model_384))  # resampled
     np.savez(folder / "reference.npz", images=images, logits=logits(model, images),
-             num_params=sum(p.numel() for p in model.parameters()))
+             num_params=sum(p.numel() for p in model.parameters()), images_384=images_384,
+             logits_384=logits(model_384.eval(), images_384))
     print(f"timm vit_base_patch16_224: {sum(p.numel() for p in model.parameters()):,} parameters")
 
 
@@ -272,7 +284,14 @@ def paper_check(folder):
     print(f"zoo vit-b16: {model.count_params():,} parameters (timm: {int(reference['num_params']):,})")
     print(f"max |logit difference| on 2 images: {error:.2e} (logits up to "
           f"{np.abs(reference['logits']).max():.2f})")
+    model_384 = zoo.get("vit-b16", weights=str(folder / "vit_base_patch16_224.safetensors"),
+                        image_size=384, compile=False)
+    error_384 = np.abs(model_384.predict(reference["images_384"], verbose=0)
+                       - reference["logits_384"]).max()
+    print(f"image_size=384 (position embeddings resampled 14x14 -> 24x24): max |logit "
+          f"difference| on 2 images: {error_384:.2e}")
     assert model.count_params() == int(reference["num_params"]) and error < 1e-3
+    assert error_384 < 1e-3
 
 
 def main(argv=None):

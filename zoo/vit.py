@@ -29,7 +29,7 @@ class ViTConfig:
     outputs are averaged with learned attention weights (`SequencePooling`,
     the SeqPool of Hassani et al., 2021).
 
-    `pooled_norm`: with `pooling="gap"` or `"seq"`, apply the final layer
+    `pooled_norm`: with `pooling="gap"`, apply the final layer
     norm to the pooled `(B, D)` representation instead of to every token
     before pooling (timm's `fc_norm`, its default for average pooling).
 
@@ -120,10 +120,10 @@ class ViTConfig:
             )
         registry.check_choice(self, "pooling", ("cls", "gap", "seq"))
         registry.check_choice(self, "activation", ("gelu", "gelu_tanh"))
-        if self.pooled_norm and self.pooling == "cls":
+        if self.pooled_norm and self.pooling != "gap":
             raise ValueError(
-                "`pooled_norm` needs pooling='gap' or 'seq' (with a class token the two norm "
-                "orders are the same); received pooled_norm=True, pooling='cls'."
+                "`pooled_norm` needs pooling='gap' (the norm of timm's average-pooled ViTs); "
+                f"received pooled_norm=True, pooling={self.pooling!r}."
             )
         _check_pixel_statistics(self)
         if self.image_size % self.patch_size:
