@@ -8,6 +8,7 @@ format, their logits on a fixed batch, and timm's position-embedding
 resampling. No torch here: our logits must equal theirs within 1e-4.
 """
 
+import dataclasses
 import os
 import pathlib
 import pickle
@@ -105,6 +106,8 @@ def write_safetensors(path, tensors, dtype):
     for name, array in tensors.items():
         if dtype == "BF16":  # keep the top 16 bits of float32
             data = (np.asarray(array, "<f4").view("<u4") >> 16).astype("<u2").tobytes()
+        elif dtype == "F32":
+            data = np.asarray(array, "<f4").tobytes()
         else:
             data = np.asarray(array, "<f2").tobytes()
         header[name] = {"dtype": dtype, "shape": list(array.shape),
@@ -132,6 +135,22 @@ def test_half_precision_safetensors_are_read(tmp_path, dtype, numpy_rounding):
     np.testing.assert_allclose(logits, REFERENCES["timm_cls"], atol=0.2)
 
 
+def test_a_file_without_query_key_value_biases_gets_zero_biases(tmp_path):
+    tensors = tensor_files.read_safetensors(FIXTURES / "timm_cls.safetensors")
+    zeroed = dict(tensors)
+    without = {k: v for k, v in tensors.items() if not k.endswith("attn.qkv.bias")}  # qkv_bias=False
+    for name in tensors:
+        if name.endswith("attn.qkv.bias"):
+            zeroed[name] = np.zeros_like(tensors[name])
+    write_safetensors(tmp_path / "without.safetensors", without, "F32")
+    write_safetensors(tmp_path / "zeroed.safetensors", zeroed, "F32")
+    models = [zoo.get("vit-ti16", weights=str(tmp_path / f), compile=False, **TINY)
+              for f in ("without.safetensors", "zeroed.safetensors")]
+    bias = models[0].get_layer("encoder_block_0").self_attention.query_bias
+    np.testing.assert_array_equal(bias.numpy(), 0.0)
+    np.testing.assert_array_equal(*(m.predict(REFERENCES["images"], verbose=0) for m in models))
+
+
 def test_pth_reader_equals_safetensors_reader():
     pth = tensor_files.read_torch(FIXTURES / "timm_cls.pth")
     safetensors = tensor_files.read_safetensors(FIXTURES / "timm_cls.safetensors")
@@ -151,6 +170,20 @@ def test_new_class_count_makes_a_new_head_with_a_warning():
     reference = load("timm_cls.safetensors")
     np.testing.assert_allclose(features(model, REFERENCES["images"]),
                                features(reference, REFERENCES["images"]), atol=1e-6)
+
+
+def test_config_and_describe_with_weights_are_what_get_builds():
+    path = str(FIXTURES / "timm_gap.safetensors")
+    config = zoo.config("vit-ti16", weights=path, **TINY)
+    assert (config.image_size, config.num_classes, config.pooling, config.pooled_norm) == (
+        16, 5, "gap", True)
+    assert (config.pixel_mean, config.pixel_std) == (0.5, 0.5)
+    assert config.learning_rate == vit_checkpoints.FINE_TUNING["learning_rate"]
+    # What `zoo train` does: resolve the config first, then build with every field given.
+    model = zoo.get("vit-ti16", weights=path, compile=False, **dataclasses.asdict(config))
+    np.testing.assert_allclose(model.predict(REFERENCES["images"], verbose=0),
+                               REFERENCES["timm_gap"], atol=ATOL, rtol=0)
+    assert model.count_params() == zoo.describe("vit-ti16", weights=path, **TINY).num_params
 
 
 def test_fine_tuning_recipe_and_user_overrides():
@@ -209,6 +242,9 @@ def test_wrong_sizes_name_the_first_tensor_and_both_shapes():
     assert "needs (8, 8, 3, 32)" in message
     message = one_line_error(ValueError, "timm_cls.safetensors", num_layers=3)
     assert message.endswith("timm_cls.safetensors: 2 encoder blocks, but vit-ti16 has num_layers=3.")
+    for path in ("google_cls.npz", "google_gap_scanned.npz", "hf_classifier"):  # they say N
+        message = one_line_error(ValueError, path, num_heads=4)
+        assert message.endswith(f"{path}: 2 attention heads, but vit-ti16 has num_heads=4.")
 
 
 def test_missing_tensor_is_named(tmp_path):

@@ -181,8 +181,15 @@ def list(pattern="*"):  # noqa: A001 - the public name asked for is zoo.list
     return sorted(n for n in _REGISTRY if fnmatch.fnmatchcase(n, pattern))
 
 
-def config(name, **overrides):
-    """The frozen config of `name` with `overrides` applied (validated, nothing built)."""
+def config(name, *, weights=None, **overrides):
+    """The frozen config of `name` with `overrides` applied (validated, nothing built).
+
+    With `weights` (a checkpoint path, see `get`): the config `get` builds for
+    that file, i.e. the fields the file implies and the fine-tuning recipe
+    under `overrides`.
+    """
+    if weights is not None:
+        _, overrides = _read_weights(name, weights, overrides)
     base = _entry(name).config
     fields = [f.name for f in dataclasses.fields(base)]
     unknown = sorted(set(overrides) - set(fields))
@@ -222,12 +229,7 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
     item = _entry(name)
     checkpoint = None
     if weights is not None:
-        read_weights = _family_attr(item.config, "read_weights")
-        if read_weights is None:
-            raise ValueError(f"Model {name!r} has no checkpoint reader; `weights=` is for the "
-                             "ViT family.")
-        checkpoint = read_weights(weights)
-        overrides = checkpoint.overrides(overrides)
+        checkpoint, overrides = _read_weights(name, weights, overrides)
     cfg = config(name, **overrides)
     if isinstance(strategy, str):
         from zoo.distribute import get_strategy
@@ -257,6 +259,16 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             # Keras fixes for training under a strategy (clipping, multi-worker; zoo.distribute).
             prepare_model(model)
     return model
+
+
+def _read_weights(name, weights, overrides):
+    """`(checkpoint, overrides with the file's fields and recipe under them)`."""
+    read_weights = _family_attr(_entry(name).config, "read_weights")
+    if read_weights is None:
+        raise ValueError(f"Model {name!r} has no checkpoint reader; `weights=` is for the ViT "
+                         "family.")
+    checkpoint = read_weights(weights)
+    return checkpoint, checkpoint.overrides(overrides)
 
 
 def search_space(name):
@@ -312,10 +324,13 @@ class Description:
         }
 
 
-def describe(name, **overrides):
-    """Config, paper reference, parameter count (computed, nothing built) and signature."""
+def describe(name, *, weights=None, **overrides):
+    """Config, paper reference, parameter count (computed, nothing built) and signature.
+
+    With `weights`, the config `get(name, weights=weights, **overrides)` builds.
+    """
     item = _entry(name)
-    cfg = config(name, **overrides)
+    cfg = config(name, weights=weights, **overrides)
     num_params = cfg.num_params() if hasattr(cfg, "num_params") else None
     inputs, outputs = cfg.signature() if hasattr(cfg, "signature") else ({}, {})
     return Description(name, item.family, item.reference, cfg, num_params, inputs, outputs)

@@ -50,6 +50,8 @@ class Checkpoint:
             when the file lacks it)`, in the layout of the module docstring.
         num_layers: the file's encoder blocks.
         fields: `ViTConfig` fields the file implies.
+        num_heads: the file's attention heads, where it says (a timm state
+            dict does not: its fused `qkv` fits any head count).
     """
 
     path: str
@@ -57,6 +59,7 @@ class Checkpoint:
     tensors: dict
     num_layers: int
     fields: dict
+    num_heads: int | None = None
 
     def overrides(self, user_overrides):
         """The config overrides for `zoo.get`: the file's fields, the recipe, then the user's."""
@@ -71,6 +74,11 @@ class Checkpoint:
             raise ValueError(
                 f"{self.path}: {self.num_layers} encoder blocks, but {name} has "
                 f"num_layers={config.num_layers}."
+            )
+        if self.num_heads is not None and self.num_heads != config.num_heads:
+            raise ValueError(
+                f"{self.path}: {self.num_heads} attention heads, but {name} has "
+                f"num_heads={config.num_heads}."
             )
         values = {}
         skip_head = self._head_mismatch(model, config, name)

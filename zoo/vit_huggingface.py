@@ -132,4 +132,6 @@ def read(path, sd=None):
     for i in range(num_layers):
         tensors.update(_layer(sd, prefix, i))
     fields = dict(implied_fields(path, tensors), **_fields(folder, hf_config))
-    return Checkpoint(str(path), "huggingface", tensors, num_layers, fields)
+    num_heads = hf_config.get("num_attention_heads")
+    return Checkpoint(str(path), "huggingface", tensors, num_layers, fields,
+                      None if num_heads is None else int(num_heads))

@@ -106,4 +106,7 @@ def read(path, w):
                     f"{block}{mlp}/{theirs}/{kind}", index)
     fields = dict(implied_fields(path, tensors), layer_norm_epsilon=1e-6, activation="gelu",
                   pooled_norm=False, pixel_mean=0.5, pixel_std=0.5)
-    return Checkpoint(str(path), "npz", tensors, num_layers, fields)
+    attention, _, _ = _layout(w, pattern.format(i=0))
+    query = w.get(f"{pattern.format(i=0)}{attention}/query/kernel")  # (D, N, H), scanned (L, D, N, H)
+    num_heads = None if query is None or query.ndim < 3 else int(query.shape[-2])
+    return Checkpoint(str(path), "npz", tensors, num_layers, fields, num_heads)
