@@ -195,7 +195,7 @@ def test_fine_tuning_recipe_and_user_overrides():
     assert probe["learning_rate"] == vit_checkpoints.LINEAR_PROBE_LEARNING_RATE
 
 
-def test_frozen_backbone_trains_only_the_head(seed):
+def test_frozen_backbone_trains_only_the_head(seed, tmp_path):
     model = zoo.get("vit-ti16", weights=str(FIXTURES / "timm_cls.safetensors"),
                     trainable_backbone=False, warmup_steps=0, **TINY)
     assert sorted(w.path for w in model.trainable_weights) == ["head/bias", "head/kernel"]
@@ -207,6 +207,9 @@ def test_frozen_backbone_trains_only_the_head(seed):
     frozen = [w for w in model.weights if not w.path.startswith("head/")]
     assert all(np.array_equal(before[w.path], w.numpy()) for w in frozen)
     assert model.count_params() == zoo.describe("vit-ti16", **TINY, num_classes=5, image_size=16).num_params
+    model.save(tmp_path / "probe.keras")
+    loaded = zoo.vit.freeze_backbone(keras.saving.load_model(tmp_path / "probe.keras"))
+    assert sorted(w.path for w in loaded.trainable_weights) == ["head/bias", "head/kernel"]
 
 
 def test_converted_model_round_trips_through_keras_file(tmp_path):

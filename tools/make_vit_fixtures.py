@@ -12,8 +12,9 @@ downloaded.
 dict (346 MB, not committed), its logits on two 224×224 images, and the
 logits of timm's `vit_base_patch16_384` loaded from it by timm's
 `checkpoint_filter_fn` (position embeddings resampled) on two 384×384 images;
-`paper-check` builds `zoo.get("vit-b16", weights=...)` (and at
-`image_size=384`) and compares parameter counts and logits (within 1e-3).
+it also writes the weights as Google's `ViT-B_16.npz` (read back by timm's
+npz loader, checked). `paper-check` builds `zoo.get("vit-b16", weights=...)`
+from both files (and at `image_size=384`) and compares parameter counts and logits (within 1e-3).
 
 `fixtures` makes tiny ViTs (depth 2, width 32, 2 heads, MLP 64, patch 4,
 16×16 RGB images, 5 classes) and saves:
@@ -106,7 +107,7 @@ def logits(model, images, **kwargs):
 def google_names(model, scanned):
     """A timm ViT's weights in Google's naming (vit_jax, or big_vision scanned)."""
     sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-    d, n = TINY["embed_dim"], TINY["num_heads"]
+    d, n = model.embed_dim, model.blocks[0].attn.num_heads
     prefix = "params/" if scanned else ""
     mha, ln2, mlp = ("MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0") if scanned \
         else ("MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
@@ -119,7 +120,7 @@ def google_names(model, scanned):
     if "cls_token" in sd:
         w["cls"] = sd["cls_token"]
     blocks = []
-    for i in range(TINY["depth"]):
+    for i in range(len(model.blocks)):
         b = f"blocks.{i}."
         qkv, qkv_bias = sd[b + "attn.qkv.weight"], sd[b + "attn.qkv.bias"]
         block = {"LayerNorm_0/scale": sd[b + "norm1.weight"], "LayerNorm_0/bias": sd[b + "norm1.bias"],
@@ -142,10 +143,10 @@ def google_names(model, scanned):
     return {prefix + k: np.ascontiguousarray(v, np.float32) for k, v in w.items()}
 
 
-def save_npz_checked(model, path, images, scanned, **kwargs):
+def save_npz_checked(model, path, images, scanned, fresh=None, **kwargs):
     """Write `model` in Google naming; timm's npz loader must read it back exactly."""
     np.savez(path, **google_names(model, scanned))
-    fresh = timm_vit(**kwargs)
+    fresh = fresh if fresh is not None else timm_vit(**kwargs)
     fresh.load_pretrained(str(path))
     error = np.abs(logits(fresh, images) - logits(model, images)).max()
     print(f"{path.name}: timm's npz loader -> max |logit difference| {error:.2e}")
@@ -262,6 +263,8 @@ def paper_write(folder):
     sd = {k: v.contiguous() for k, v in model.state_dict().items()}
     safetensors.torch.save_file(sd, str(folder / "vit_base_patch16_224.safetensors"))
     images = np.random.default_rng(1).integers(0, 256, (2, 224, 224, 3)).astype(np.uint8)
+    save_npz_checked(model, folder / "ViT-B_16.npz", images, scanned=False,
+                     fresh=timm.create_model("vit_base_patch16_224", pretrained=False).eval())
     images_384 = np.random.default_rng(2).integers(0, 256, (2, 384, 384, 3)).astype(np.uint8)
     model_384 = timm.create_model("vit_base_patch16_384", pretrained=False)
     model_384.load_state_dict(checkpoint_filter_fn(model.state_dict(), model_384))  # resampled
@@ -284,6 +287,9 @@ def paper_check(folder):
     print(f"zoo vit-b16: {model.count_params():,} parameters (timm: {int(reference['num_params']):,})")
     print(f"max |logit difference| on 2 images: {error:.2e} (logits up to "
           f"{np.abs(reference['logits']).max():.2f})")
+    from_npz = zoo.get("vit-b16", weights=str(folder / "ViT-B_16.npz"), compile=False)
+    error_npz = np.abs(from_npz.predict(reference["images"], verbose=0) - reference["logits"]).max()
+    print(f"the same weights as Google's ViT-B_16.npz: max |logit difference| {error_npz:.2e}")
     model_384 = zoo.get("vit-b16", weights=str(folder / "vit_base_patch16_224.safetensors"),
                         image_size=384, compile=False)
     error_384 = np.abs(model_384.predict(reference["images_384"], verbose=0)
@@ -291,7 +297,7 @@ def paper_check(folder):
     print(f"image_size=384 (position embeddings resampled 14x14 -> 24x24): max |logit "
           f"difference| on 2 images: {error_384:.2e}")
     assert model.count_params() == int(reference["num_params"]) and error < 1e-3
-    assert error_384 < 1e-3
+    assert error_384 < 1e-3 and error_npz < 1e-3
 
 
 def main(argv=None):

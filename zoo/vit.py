@@ -43,7 +43,7 @@ class ViTConfig:
     `pooled_norm`, `image_size` and `num_classes`, and the fine-tuning recipe
     `zoo.vit_checkpoints.FINE_TUNING` (a lower `learning_rate`, a short
     warm-up); overrides given to `zoo.get` win. `trainable_backbone=False`
-    freezes every layer but the head (linear probing).
+    freezes every layer but the head (linear probing; `freeze_backbone`).
 
     `shifted_patches`: Shifted Patch Tokenization (Lee et al., 2021): each
     patch is embedded together with the same patch of the image shifted
@@ -279,8 +279,22 @@ def build(config):
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
     model = keras.Model(images, logits, name="vit")
     if not config.trainable_backbone:
-        for layer in model.layers:
-            layer.trainable = layer.name == "head"
+        freeze_backbone(model)
+    return model
+
+
+def freeze_backbone(model):
+    """Make every layer of a ViT but its `head` non-trainable (`trainable_backbone=False`).
+
+    `keras.saving.load_model` restores the layers' flags but re-creates the
+    variables of composite layers (the encoder blocks) as trainable: call it
+    again on a loaded model.
+    """
+    for layer in model.layers:
+        if layer.name != "head":
+            layer.trainable = False
+            for variable in layer.weights:  # also those of sub-layers made in `build`
+                variable.trainable = False
     return model
 
 
