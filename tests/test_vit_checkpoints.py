@@ -54,6 +54,7 @@ def features(model, images):
         ("google_cls.npz", "timm_cls", {}),  # vit_jax naming
         ("google_gap_scanned.npz", "google_gap_scanned", {}),  # big_vision, scanned blocks
         ("hf_classifier", "hf_classifier", {}),  # the Hub's names
+        ("hf_classifier/model.safetensors", "hf_classifier", {}),  # the file alone
         ("timm_cls.safetensors", "timm_cls_32", dict(image_size=32)),  # resampled positions
     ],
 )
@@ -208,7 +209,8 @@ def test_frozen_backbone_trains_only_the_head(seed, tmp_path):
     assert all(np.array_equal(before[w.path], w.numpy()) for w in frozen)
     assert model.count_params() == zoo.describe("vit-ti16", **TINY, num_classes=5, image_size=16).num_params
     model.save(tmp_path / "probe.keras")
-    loaded = zoo.vit.freeze_backbone(keras.saving.load_model(tmp_path / "probe.keras"))
+    loaded = zoo.vit.freeze_backbone(keras.saving.load_model(tmp_path / "probe.keras",
+                                                                  compile=False))
     assert sorted(w.path for w in loaded.trainable_weights) == ["head/bias", "head/kernel"]
 
 
@@ -248,6 +250,23 @@ def test_wrong_sizes_name_the_first_tensor_and_both_shapes():
     for path in ("google_cls.npz", "google_gap_scanned.npz", "hf_classifier"):  # they say N
         message = one_line_error(ValueError, path, num_heads=4)
         assert message.endswith(f"{path}: 2 attention heads, but vit-ti16 has num_heads=4.")
+
+
+def test_google_variants_the_zoo_does_not_have(tmp_path):
+    tensors = tensor_files.read_npz(FIXTURES / "google_cls.npz")
+    np.savez(tmp_path / "map.npz", **tensors, **{"MAPHead_0/probe": np.zeros((1, 1, 32))})
+    message = one_line_error(ValueError, tmp_path / "map.npz")
+    assert message.endswith("map.npz: tensor 'MAPHead_0/...' is an attention-pooling head, which "
+                            "the zoo's ViT does not have.")
+    np.savez(tmp_path / "in21k.npz", **tensors, **{"pre_logits/kernel": np.zeros((32, 32))})
+    with pytest.warns(UserWarning) as record:
+        model = load(tmp_path / "in21k.npz", num_classes=5)
+    messages = [str(w.message) for w in record]
+    assert any("'pre_logits' layer the zoo's ViT does not have" in m for m in messages)
+    assert any("no head; vit-ti16 gets a new head for num_classes=5" in m for m in messages)
+    reference = load("google_cls.npz")
+    np.testing.assert_allclose(features(model, REFERENCES["images"]),
+                               features(reference, REFERENCES["images"]), atol=1e-6)
 
 
 def test_missing_tensor_is_named(tmp_path):

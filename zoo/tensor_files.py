@@ -51,11 +51,13 @@ def _from_bytes(data, dtype, path, name):
 
 
 def read_safetensors(path):
-    """`dict name -> np.ndarray` of a `.safetensors` file."""
-    data = pathlib.Path(path).read_bytes()
+    """`dict name -> np.ndarray` of a `.safetensors` file (memory-mapped, each tensor copied out)."""
+    data = np.memmap(path, dtype=np.uint8, mode="r")
     try:
-        (size,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8 : 8 + size])
+        (size,) = struct.unpack("<Q", data[:8].tobytes())
+        header = json.loads(data[8 : 8 + size].tobytes())
+        if not isinstance(header, dict):
+            raise ValueError
     except (struct.error, ValueError, UnicodeDecodeError):
         raise ValueError(f"{path}: not a safetensors file (no JSON header).") from None
     body = data[8 + size :]
@@ -71,6 +73,7 @@ def read_safetensors(path):
             raise ValueError(f"{path}: tensor {name!r} holds {flat.size} values, not its shape "
                              f"{tuple(spec['shape'])}.")
         tensors[name] = flat.reshape(spec["shape"])
+    del data
     return tensors
 
 

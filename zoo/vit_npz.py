@@ -20,6 +20,8 @@ use the exact GELU on these weights; `activation="gelu_tanh"` is Flax's.
 Google's models take pixels in [-1, 1] and use layer-norm epsilon 1e-6.
 """
 
+import warnings
+
 from zoo.vit_checkpoints import Checkpoint, block_path, implied_fields
 
 _PREFIXES = ("", "params/", "opt/target/")
@@ -59,6 +61,9 @@ def read(path, w):
         raise ValueError(f"{path}: no tensor 'embedding/kernel' (nor 'params/embedding/kernel'): "
                          "not a Google ViT checkpoint.")
     num_layers, pattern, scanned = _blocks(path, w, prefix)
+    if any("MAPHead_0/" in name for name in w):
+        raise ValueError(f"{path}: tensor '{prefix}MAPHead_0/...' is an attention-pooling head, "
+                         "which the zoo's ViT does not have.")
 
     def get(name, index=None):
         array = w.get(name)
@@ -83,6 +88,10 @@ def read(path, w):
     }
     if f"{prefix}cls" in w:
         tensors["class_token/token"] = get(f"{prefix}cls")
+    if f"{prefix}pre_logits/kernel" in w:  # the original ImageNet-21k files
+        warnings.warn(f"{path}: its head sits on a 'pre_logits' layer the zoo's ViT does not "
+                      "have; the head is left out.", stacklevel=4)
+        tensors["head/kernel"] = tensors["head/bias"] = (f"{prefix}head/kernel", None)
     for i in range(num_layers):
         block = pattern.format(i=i)
         index = i if scanned else None
