@@ -366,10 +366,19 @@ SERVE = textwrap.dedent(
 )
 
 
-def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path):
-    model = load("google_cls.npz")  # the weights of timm_cls, in Google's naming
-    path = zoo.export(model, tmp_path / "saved_model", top_k=5)
+@pytest.mark.parametrize("source", ["npz", "hf_model.keras"])
+def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path, source, seed):
     images = REFERENCES["images"]
+    if source == "npz":  # the weights of timm_cls, in Google's naming, [-1, 1] inputs
+        exported = load("google_cls.npz")
+        expected = tf.nn.softmax(REFERENCES["timm_cls"]).numpy()
+    else:  # tanh GELU, per-channel statistics, a new 5-class head; through a .keras file
+        with pytest.warns(UserWarning, match="no head"):
+            model = load("hf_model", num_classes=5)
+        model.save(tmp_path / "vit.keras")
+        exported = str(tmp_path / "vit.keras")
+        expected = tf.nn.softmax(model.predict(images, verbose=0)).numpy()
+    path = zoo.export(exported, tmp_path / "saved_model", top_k=5)
     encoded = np.array([tf.io.encode_png(image).numpy() for image in images], dtype=object)
     calls = {"serving_default": {"images": images},
              "predict_image_bytes": {"image_bytes": encoded}}
@@ -382,7 +391,6 @@ def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     results = pickle.loads((tmp_path / "results.pkl").read_bytes())
-    expected = tf.nn.softmax(REFERENCES["timm_cls"]).numpy()
     for signature in calls:
         got = results[signature]
         np.testing.assert_allclose(got["probabilities"], expected, atol=1e-4, rtol=0)
