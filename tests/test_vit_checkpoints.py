@@ -346,6 +346,12 @@ def test_new_config_fields_are_validated(overrides, field):
         zoo.config("vit-b16", **overrides)
 
 
+def test_per_channel_statistics_from_json_lists_become_tuples():
+    config = zoo.config("vit-b16", pixel_mean=[0.485, 0.456, 0.406], pixel_std=[0.2, 0.2, 0.2])
+    assert config.pixel_mean == (0.485, 0.456, 0.406) and config.pixel_std == (0.2, 0.2, 0.2)
+    assert hash(config)  # still hashable
+
+
 # === Export: the converted ViT serves like the zoo's own ===
 
 SERVE = textwrap.dedent(

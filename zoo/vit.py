@@ -192,8 +192,12 @@ class ViTConfig:
 
 
 def _check_pixel_statistics(config):
+    """Numbers, or tuples of `channels` numbers (a list, e.g. from JSON, becomes a tuple)."""
     for name in ("pixel_mean", "pixel_std"):
         value = getattr(config, name)
+        if isinstance(value, list):
+            value = tuple(value)
+            object.__setattr__(config, name, value)  # frozen: set once, while validating
         values = value if isinstance(value, tuple) else (value,)
         if (isinstance(value, tuple) and len(value) != config.channels) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
