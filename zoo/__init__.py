@@ -5,13 +5,14 @@
     model = zoo.get("transformer-tiny", vocabulary_size=1000)
     model.fit(dataset)
     print(zoo.describe("transformer-base"))
+    vit = zoo.get("vit-b16", weights="ViT-B_16.npz", num_classes=10)  # pretrained (zoo.vit_checkpoints)
     zoo.export(model, "saved_models/numbers", tokenizer=tokenizer)  # TF Serving SavedModel
 
 `zoo.export` is the module `zoo/export.py`, callable: `zoo.export(...)` and
 `from zoo.export import export` are the same function.
 """
 
-from zoo import export, registry, seq2seq, transformer, tuning, vit
+from zoo import export, registry, seq2seq, transformer, tuning, vit, vit_checkpoints
 from zoo.registry import (
     Description,
     UnknownModelError,
@@ -75,4 +76,5 @@ __all__ = [
     "tuning",
     "unregister",
     "vit",
+    "vit_checkpoints",
 ]

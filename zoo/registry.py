@@ -26,6 +26,7 @@ class Family:
     name: str
     compile_fn: Callable | None = None
     search_space: Callable | None = None
+    read_weights: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +74,14 @@ def check_choice(config, name, choices):
 # === Registration ===
 
 
-def register_family(config_class, name, compile_fn=None, search_space=None):
-    """Declare a config class as a model family with its recipe and search space."""
-    _FAMILIES[config_class] = Family(name, compile_fn, search_space)
+def register_family(config_class, name, compile_fn=None, search_space=None, read_weights=None):
+    """Declare a config class as a model family with its recipe and search space.
+
+    `read_weights`: `path -> checkpoint` for `zoo.get(name, weights=path)`;
+    the checkpoint has `overrides(user_overrides) -> config overrides` and
+    `load_into(model, config, name)` (see `zoo.vit_checkpoints.Checkpoint`).
+    """
+    _FAMILIES[config_class] = Family(name, compile_fn, search_space, read_weights)
 
 
 def register_search_space(config_class, search_space):
@@ -175,8 +181,15 @@ def list(pattern="*"):  # noqa: A001 - the public name asked for is zoo.list
     return sorted(n for n in _REGISTRY if fnmatch.fnmatchcase(n, pattern))
 
 
-def config(name, **overrides):
-    """The frozen config of `name` with `overrides` applied (validated, nothing built)."""
+def config(name, *, weights=None, **overrides):
+    """The frozen config of `name` with `overrides` applied (validated, nothing built).
+
+    With `weights` (a checkpoint path, see `get`): the config `get` builds for
+    that file, i.e. the fields the file implies and the fine-tuning recipe
+    under `overrides`.
+    """
+    if weights is not None:
+        _, overrides = _read_weights(name, weights, overrides)
     base = _entry(name).config
     fields = [f.name for f in dataclasses.fields(base)]
     unknown = sorted(set(overrides) - set(fields))
@@ -188,11 +201,16 @@ def config(name, **overrides):
     return dataclasses.replace(base, **overrides)
 
 
-def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - keras' name
+def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noqa: A002
     """Build the model `name` (optionally inside `strategy.scope()`) and compile it.
 
     Args:
         name: a registry name (`zoo.list()`).
+        weights: a pretrained checkpoint to start from (ViT: Google `.npz`, timm
+            `.safetensors` / `.pth`, a Hugging Face folder; `zoo.vit_checkpoints`).
+            The file sets the config fields it implies and the family's
+            fine-tuning recipe; `overrides` still win (e.g. `image_size=384`
+            resamples the position embeddings, `num_classes=K` makes a new head).
         strategy: a `tf.distribute.Strategy` or a name of
             `zoo.distribute.STRATEGIES` (`"mirrored"`, ...); the model and its
             optimizer are created inside its scope, and `model.fit` then
@@ -209,6 +227,9 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
             (`zoo.distribute.check_jit_compile`).
     """
     item = _entry(name)
+    checkpoint = None
+    if weights is not None:
+        checkpoint, overrides = _read_weights(name, weights, overrides)
     cfg = config(name, **overrides)
     if isinstance(strategy, str):
         from zoo.distribute import get_strategy
@@ -222,6 +243,8 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
         model = item.builder(cfg)
+        if checkpoint is not None:
+            checkpoint.load_into(model, cfg, name)
         if compile:
             compile_fn = item.compile_fn or _family_attr(cfg, "compile_fn")
             if compile_fn is not None:
@@ -236,6 +259,16 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
             # Keras fixes for training under a strategy (clipping, multi-worker; zoo.distribute).
             prepare_model(model)
     return model
+
+
+def _read_weights(name, weights, overrides):
+    """`(checkpoint, overrides with the file's fields and recipe under them)`."""
+    read_weights = _family_attr(_entry(name).config, "read_weights")
+    if read_weights is None:
+        raise ValueError(f"Model {name!r} has no checkpoint reader; `weights=` is for the ViT "
+                         "family.")
+    checkpoint = read_weights(weights)
+    return checkpoint, checkpoint.overrides(overrides)
 
 
 def search_space(name):
@@ -291,10 +324,13 @@ class Description:
         }
 
 
-def describe(name, **overrides):
-    """Config, paper reference, parameter count (computed, nothing built) and signature."""
+def describe(name, *, weights=None, **overrides):
+    """Config, paper reference, parameter count (computed, nothing built) and signature.
+
+    With `weights`, the config `get(name, weights=weights, **overrides)` builds.
+    """
     item = _entry(name)
-    cfg = config(name, **overrides)
+    cfg = config(name, weights=weights, **overrides)
     num_params = cfg.num_params() if hasattr(cfg, "num_params") else None
     inputs, outputs = cfg.signature() if hasattr(cfg, "signature") else ({}, {})
     return Description(name, item.family, item.reference, cfg, num_params, inputs, outputs)

@@ -29,6 +29,22 @@ class ViTConfig:
     outputs are averaged with learned attention weights (`SequencePooling`,
     the SeqPool of Hassani et al., 2021).
 
+    `pooled_norm`: with `pooling="gap"`, apply the final layer
+    norm to the pooled `(B, D)` representation instead of to every token
+    before pooling (timm's `fc_norm`, its default for average pooling).
+
+    Pretrained weights (`zoo.get(name, weights=PATH)`, `zoo.vit_checkpoints`)
+    set the fields the file implies: `pixel_mean` and `pixel_std` (the model
+    computes `(pixels / 255 - pixel_mean) / pixel_std` inside, so it still
+    takes [0, 255]; the defaults 0 and 1 give [0, 1], while Google's, timm's
+    augreg and Hugging Face's google/vit-* weights expect [-1, 1]: 0.5 and
+    0.5; a float or one value per channel), `activation` (`"gelu"`, exact, or
+    `"gelu_tanh"`, its tanh approximation), `layer_norm_epsilon`, `pooling`,
+    `pooled_norm`, `image_size` and `num_classes`, and the fine-tuning recipe
+    `zoo.vit_checkpoints.FINE_TUNING` (a lower `learning_rate`, a short
+    warm-up); overrides given to `zoo.get` win. `trainable_backbone=False`
+    freezes every layer but the head (linear probing; `freeze_backbone`).
+
     `shifted_patches`: Shifted Patch Tokenization (Lee et al., 2021): each
     patch is embedded together with the same patch of the image shifted
     diagonally by P/2 in the four directions (`ShiftedImages`), so tokens see
@@ -62,7 +78,12 @@ class ViTConfig:
     attention_dropout: float = 0.0
     layer_norm_epsilon: float = 1e-6
     pooling: str = "cls"
+    pooled_norm: bool = False
     shifted_patches: bool = False
+    activation: str = "gelu"
+    pixel_mean: float | tuple = 0.0
+    pixel_std: float | tuple = 1.0
+    trainable_backbone: bool = True
     # Augmentation (training only).
     random_flip: bool = False
     random_translation: float = 0.0
@@ -98,6 +119,13 @@ class ViTConfig:
                 f"augmentation_until={self.augmentation_until!r}."
             )
         registry.check_choice(self, "pooling", ("cls", "gap", "seq"))
+        registry.check_choice(self, "activation", ("gelu", "gelu_tanh"))
+        if self.pooled_norm and self.pooling != "gap":
+            raise ValueError(
+                "`pooled_norm` needs pooling='gap' (the norm of timm's average-pooled ViTs); "
+                f"received pooled_norm=True, pooling={self.pooling!r}."
+            )
+        _check_pixel_statistics(self)
         if self.image_size % self.patch_size:
             raise ValueError(
                 "patch_size must divide image_size; received "
@@ -163,6 +191,42 @@ class ViTConfig:
         )
 
 
+def _check_pixel_statistics(config):
+    """Numbers, or tuples of `channels` numbers (a list, e.g. from JSON, becomes a tuple)."""
+    for name in ("pixel_mean", "pixel_std"):
+        value = getattr(config, name)
+        if isinstance(value, list):
+            value = tuple(value)
+            object.__setattr__(config, name, value)  # frozen: set once, while validating
+        values = value if isinstance(value, tuple) else (value,)
+        if (isinstance(value, tuple) and len(value) != config.channels) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+        ):
+            raise ValueError(
+                f"`{name}` must be a number or a tuple of `channels`={config.channels} numbers; "
+                f"received {name}={value!r}."
+            )
+        if name == "pixel_std" and not all(v > 0 for v in values):
+            raise ValueError(f"`pixel_std` must be positive; received pixel_std={value!r}.")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+def gelu_tanh(x):
+    """GELU with the tanh approximation (Flax's `nn.gelu` default, Hugging Face's `gelu_new`)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+def _rescaling(config):
+    """`(pixels / 255 - pixel_mean) / pixel_std` as one `Rescaling` layer."""
+    mean, std = np.asarray(config.pixel_mean, "float64"), np.asarray(config.pixel_std, "float64")
+    scale, offset = 1.0 / (255.0 * std), -mean / std
+    if scale.ndim:
+        scale, offset = scale.tolist(), offset.tolist()
+    else:
+        scale, offset = float(scale), float(offset)
+    return keras.layers.Rescaling(scale, offset=offset, name="rescaling")
+
+
 def build(config):
     """The functional `keras.Model` for a `ViTConfig`.
 
@@ -172,7 +236,7 @@ def build(config):
     """
     size, channels = config.image_size, config.channels
     images = keras.Input((size, size, channels), name="images")
-    x = keras.layers.Rescaling(1.0 / 255.0, name="rescaling")(images)
+    x = _rescaling(config)(images)
     if config.augments:
         x = Augmentation(
             config.random_flip, config.random_translation, config.random_zoom,
@@ -197,21 +261,45 @@ def build(config):
             config.mlp_dim,
             dropout=config.dropout,
             attention_dropout=config.attention_dropout,
-            activation="gelu",
+            activation=gelu_tanh if config.activation == "gelu_tanh" else "gelu",
             norm_first=True,
             layer_norm_epsilon=config.layer_norm_epsilon,
             name=f"encoder_block_{i}",
         )(x)
-    x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(x)
+    encoder_norm = keras.layers.LayerNormalization(
+        epsilon=config.layer_norm_epsilon, name="encoder_norm"
+    )
+    if not config.pooled_norm:
+        x = encoder_norm(x)
     if cls:
         representation = x[:, 0]  # the class token's output, (B, D)
     elif config.pooling == "seq":
         representation = ka.SequencePooling(name="pooling")(x)  # (B, D)
     else:
         representation = keras.layers.GlobalAveragePooling1D(name="pooling")(x)  # (B, D)
+    if config.pooled_norm:
+        representation = encoder_norm(representation)
     logits = keras.layers.Dense(config.num_classes, name="head")(representation)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
-    return keras.Model(images, logits, name="vit")
+    model = keras.Model(images, logits, name="vit")
+    if not config.trainable_backbone:
+        freeze_backbone(model)
+    return model
+
+
+def freeze_backbone(model):
+    """Make every layer of a ViT but its `head` non-trainable (`trainable_backbone=False`).
+
+    `keras.saving.load_model` restores the layers' flags but re-creates the
+    variables of composite layers (the encoder blocks) as trainable: call it
+    again on a loaded model.
+    """
+    for layer in model.layers:
+        if layer.name != "head":
+            layer.trainable = False
+            for variable in layer.weights:  # also those of sub-layers made in `build`
+                variable.trainable = False
+    return model
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -483,7 +571,13 @@ def attention_weights(model, images):
     return weights
 
 
-registry.register_family(ViTConfig, "vit", compile_fn=compile_model)
+def _read_weights(path):
+    from zoo import vit_checkpoints
+
+    return vit_checkpoints.read(path)
+
+
+registry.register_family(ViTConfig, "vit", compile_fn=compile_model, read_weights=_read_weights)
 
 _PAPER = "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021, Table 1"
 _SIZES = {
