@@ -59,6 +59,12 @@ LAYER_CASES = {
         {"use_causal_mask": True},
         ("key_bias",),
     ),
+    "mha_chunked_self_causal": (
+        lambda: ka.MultiHeadAttention(num_heads=2, key_dim=4, chunk_size=2, name="mha"),
+        {"query": _x(B, L, D), "value": "query", "value_mask": PADDING},
+        {"use_causal_mask": True},
+        ("key_bias",),
+    ),
     "mha_additive": (
         lambda: ka.MultiHeadAttention(num_heads=2, key_dim=4, scoring="additive", name="mha"),
         {"query": _x(B, 4, D), "value": _x(B, L, D, seed=1), "value_mask": PADDING},
