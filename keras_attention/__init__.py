@@ -6,10 +6,11 @@ See MATH.md for the formulas. Public names are re-exported here:
     mha = ka.MultiHeadAttention(num_heads=8, key_dim=64)
 """
 
-from keras_attention import layers, losses, metrics, ops, schedules
+from keras_attention import chunked, layers, losses, metrics, ops, schedules
 from keras_attention.layers import (
     BahdanauAttention,
     ClassToken,
+    LinearAttention,
     MultiHeadAttention,
     PatchEmbedding,
     PositionEmbedding,
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BahdanauAttention",
     "ClassToken",
+    "LinearAttention",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "MultiHeadAttention",
@@ -51,6 +53,7 @@ __all__ = [
     "TransformerSchedule",
     "additive_scores",
     "causal_mask",
+    "chunked",
     "layers",
     "losses",
     "masked_softmax",

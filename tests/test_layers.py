@@ -65,6 +65,23 @@ LAYER_CASES = {
         {"use_causal_mask": True},
         ("key_bias",),
     ),
+    "linear_cross_padding": (
+        lambda: ka.LinearAttention(num_heads=2, key_dim=4, value_dim=3, name="linear"),
+        {
+            "query": _x(B, 4, D),
+            "value": _x(B, L, 6, seed=1),
+            "key": _x(B, L, 3, seed=2),
+            "value_mask": PADDING,
+        },
+        {},
+        (),
+    ),
+    "linear_self_causal": (
+        lambda: ka.LinearAttention(num_heads=2, key_dim=4, output_dim=5, name="linear"),
+        {"query": _x(B, L, D), "value": "query", "query_mask": PADDING},
+        {"use_causal_mask": True},
+        (),
+    ),
     "mha_additive": (
         lambda: ka.MultiHeadAttention(num_heads=2, key_dim=4, scoring="additive", name="mha"),
         {"query": _x(B, 4, D), "value": _x(B, L, D, seed=1), "value_mask": PADDING},

@@ -2,6 +2,7 @@
 
 from keras_attention.layers.bahdanau import BahdanauAttention
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
+from keras_attention.layers.linear import LinearAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
 from keras_attention.layers.positional import (
     PositionEmbedding,
@@ -14,6 +15,7 @@ from keras_attention.layers.vision import ClassToken, PatchEmbedding, SequencePo
 __all__ = [
     "BahdanauAttention",
     "ClassToken",
+    "LinearAttention",
     "MultiHeadAttention",
     "PatchEmbedding",
     "PositionEmbedding",
