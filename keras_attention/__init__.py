@@ -9,7 +9,9 @@ See MATH.md for the formulas. Public names are re-exported here:
 from keras_attention import chunked, layers, losses, metrics, ops, schedules
 from keras_attention.layers import (
     BahdanauAttention,
+    CausalConv1D,
     ClassToken,
+    DilatedResidualBlock,
     LinearAttention,
     MultiHeadAttention,
     PatchEmbedding,
@@ -20,6 +22,7 @@ from keras_attention.layers import (
     TokenAndPositionEmbedding,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
+    receptive_field,
 )
 from keras_attention.losses import MaskedSparseCategoricalCrossentropy
 from keras_attention.metrics import MaskedAccuracy
@@ -37,7 +40,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BahdanauAttention",
+    "CausalConv1D",
     "ClassToken",
+    "DilatedResidualBlock",
     "LinearAttention",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
@@ -60,6 +65,7 @@ __all__ = [
     "metrics",
     "ops",
     "padding_mask",
+    "receptive_field",
     "scaled_dot_product_attention",
     "schedules",
     "sinusoidal_encoding",

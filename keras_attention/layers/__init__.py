@@ -1,6 +1,11 @@
 """The layers of keras_attention, one concept per module."""
 
 from keras_attention.layers.bahdanau import BahdanauAttention
+from keras_attention.layers.causal_convolution import (
+    CausalConv1D,
+    DilatedResidualBlock,
+    receptive_field,
+)
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
 from keras_attention.layers.linear import LinearAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
@@ -14,7 +19,9 @@ from keras_attention.layers.vision import ClassToken, PatchEmbedding, SequencePo
 
 __all__ = [
     "BahdanauAttention",
+    "CausalConv1D",
     "ClassToken",
+    "DilatedResidualBlock",
     "LinearAttention",
     "MultiHeadAttention",
     "PatchEmbedding",
