@@ -265,6 +265,46 @@ class LinearAttention(keras.layers.Layer):
         output = self._combine_heads(_normalise(numerator, denominator))
         return output[:, 0], (summed, normaliser)
 
+    def call_with_state(self, query, state, training=None):
+        """Causal self-attention of new positions `(B, T, D)` given the state of the earlier ones.
+
+        The recurrent form over the T positions (T is usually 1 when decoding).
+
+        Returns:
+            `(output (B, T, Do), state)`.
+        """
+        outputs = []
+        for t in range(query.shape[1]):
+            output, state = self.step(query[:, t], query[:, t], query[:, t], state)
+            outputs.append(output)
+        return ops.stack(outputs, axis=1), state
+
+    # === Cross-attention over a fixed memory (encoder output) ===
+
+    def compute_key_value(self, value, key=None):
+        """`(φ(K) (B, N, S, H), V (B, N, S, Hv))` of a memory, in float32, computed once."""
+        key = value if key is None else key
+        return (feature_map(self._project(key, self.key_kernel, self.key_bias)),
+                self._project(value, self.value_kernel, self.value_bias))
+
+    def call_with_cache(self, query, key_cache, value_cache, cache_index=None, value_mask=None,
+                        training=None):
+        """Non-causal attention of `query` `(B, T, Dq)` over keys/values from `compute_key_value`.
+
+        The signature of `MultiHeadAttention.call_with_cache` for cross-attention;
+        returns `(output (B, T, Do), key_cache, value_cache)`.
+        """
+        if cache_index is not None:
+            raise ValueError(
+                "LinearAttention.call_with_cache is for cross-attention (cache_index=None); "
+                f"use call_with_state for self-attention. Received cache_index={cache_index!r}."
+            )
+        keys = key_cache
+        if value_mask is not None:
+            keys = keys * ops.cast(value_mask, "float32")[:, None, :, None]
+        q = feature_map(self._project(query, self.query_kernel, self.query_bias))
+        return self._combine_heads(self._global(q, keys, value_cache)), key_cache, value_cache
+
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
 
