@@ -24,6 +24,7 @@ from keras_attention.layers import (
     TransformerEncoderBlock,
     receptive_field,
 )
+from keras_attention.chunked import chunked_dot_product_attention
 from keras_attention.losses import MaskedSparseCategoricalCrossentropy
 from keras_attention.metrics import MaskedAccuracy
 from keras_attention.ops import (
@@ -59,6 +60,7 @@ __all__ = [
     "additive_scores",
     "causal_mask",
     "chunked",
+    "chunked_dot_product_attention",
     "layers",
     "losses",
     "masked_softmax",
