@@ -121,7 +121,7 @@ def measure(layer, length, width, args):
     heads = max(1, width // HEAD_SIZE)
     scores_gb = heads * length * length * 4 / 1e9
     if layer == "softmax" and scores_gb > args.max_scores_gb:
-        return dict(point, status=f"skipped: scores alone {scores_gb:.0f} GB")
+        return dict(point, status=f"skipped: scores alone {scores_gb:.1f} GB")
     command = [sys.executable, os.path.abspath(__file__), "--point", "--layer", layer,
                "--length", str(length), "--widths", str(width), "--chunk-size",
                str(args.chunk_size), "--repeats", str(args.repeats),
@@ -171,13 +171,16 @@ def fitted_slope(points, layer, width, min_n):
 
 
 def crossover(points, width):
-    """The smallest measured n at which full softmax attention is slower than linear attention."""
+    """The smallest n from which full softmax attention is slower than linear attention
+    at every larger n where both were measured (one noisy small n does not count)."""
     time = {(p["layer"], p["n"]): p["step_s"] for p in points
             if p["d"] == width and p["status"] == "ok"}
-    for length in sorted({p["n"] for p in points}):
-        if ("softmax", length) in time and ("linear", length) in time:
-            if time["softmax", length] > time["linear", length]:
-                return length
+    both = [n for n in sorted({p["n"] for p in points})
+            if ("softmax", n) in time and ("linear", n) in time]
+    slower = [time["softmax", n] > time["linear", n] for n in both]
+    for index, length in enumerate(both):
+        if all(slower[index:]):
+            return length
     return None
 
 
@@ -211,8 +214,8 @@ def print_tables(points, args):
         print(f"| {layer} | n^{exponent} | {sequential} | {path} | "
               + " | ".join("–" if s is None else f"{s:.2f}" for s in slopes) + " |")
     for width in widths:
-        print(f"\nd = {width}: full softmax attention first slower than linear attention at "
-              f"n = {crossover(points, width)} (n²·d passes n·d² at n = d = {width}).")
+        print(f"\nd = {width}: full softmax attention slower than linear attention from "
+              f"n = {crossover(points, width)} on (n²·d passes n·d² at n = d = {width}).")
 
 
 def plot(points, path, args, title):
@@ -228,9 +231,7 @@ def plot(points, path, args, title):
         for row, (key, label) in enumerate((("step_s", "seconds per step"),
                                             ("peak_mib", "peak RSS (MiB)"))):
             axis = axes[row][column]
-            ok_values = [p[key] for p in points if p["d"] == width and p["status"] == "ok"]
-            top = max(ok_values) * 3 if ok_values else 1.0
-            for layer in LAYERS:
+            for rank, layer in enumerate(LAYERS):
                 mine = sorted((p for p in points if p["layer"] == layer and p["d"] == width),
                               key=lambda p: p["n"])
                 ok = [p for p in mine if p["status"] == "ok"]
@@ -241,23 +242,25 @@ def plot(points, path, args, title):
                 axis.plot([p["n"] for p in ok], [p[key] for p in ok], "o-", ms=3,
                           color=colours[layer], label=name)
                 if bad:
-                    axis.plot([p["n"] for p in bad], [top] * len(bad), "x", ms=8, mew=2,
-                              color=colours[layer])
+                    axis.plot([p["n"] for p in bad], [0.96 - 0.05 * rank] * len(bad), "x", ms=7,
+                              mew=2, color=colours[layer], transform=axis.get_xaxis_transform())
             axis.axvline(width, color="grey", ls=":", lw=1)
             if row == 0:
-                axis.text(width, top, " n = d: n²d = nd²", fontsize=7, va="top", color="grey")
+                axis.text(width, 0.02, " n = d:\n n²d = nd²", fontsize=7, color="grey",
+                          transform=axis.get_xaxis_transform())
                 cross = crossover(points, width)
                 if cross:
                     axis.axvline(cross, color="C3", ls="--", lw=1)
-                    axis.text(cross, top / 30, f" softmax > linear\n from n = {cross}",
-                              fontsize=7, color="C3")
+                    axis.text(cross, 0.12, f" softmax > linear\n from n = {cross}",
+                              fontsize=7, color="C3", transform=axis.get_xaxis_transform())
             axis.set_xscale("log", base=2)
-            axis.set_yscale("log")
+            if any(p["d"] == width and p["status"] == "ok" for p in points):
+                axis.set_yscale("log")  # (nothing measured: a linear axis with the ×s only)
             axis.set_xlabel("n (tokens)")
             axis.set_ylabel(label)
             axis.set_title(f"d = {width}, forward+backward, × = failed/skipped", fontsize=9)
             axis.grid(True, which="major", lw=0.3)
-            axis.legend(fontsize=7, loc="upper left")
+            axis.legend(fontsize=7, loc="upper left", framealpha=0.8)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
