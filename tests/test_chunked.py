@@ -239,3 +239,6 @@ def test_attention_scores_are_refused():
     x = _x(B, 5, 6)
     with pytest.raises(ValueError, match="return_attention_scores"):
         layer(x, x, return_attention_scores=True)
+    symbolic = keras.Input((5, 6))
+    with pytest.raises(ValueError, match="return_attention_scores"):
+        layer(symbolic, symbolic, return_attention_scores=True)

@@ -333,10 +333,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
             )
         elif return_attention_scores:
-            raise ValueError(
-                "`return_attention_scores=True` needs the full weights, which `chunk_size` "
-                f"avoids computing; received chunk_size={self.chunk_size}."
-            )
+            self._refuse_scores()
         key_major = () if self.scoring == "additive" or self.chunk_size else (1,)
         kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
         biases = (self.query_bias, self.key_bias, self.value_bias)
@@ -358,6 +355,12 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, weights
         return output
+
+    def _refuse_scores(self):
+        raise ValueError(
+            "`return_attention_scores=True` needs the full weights, which `chunk_size` "
+            f"avoids computing; received chunk_size={self.chunk_size}."
+        )
 
     def _combine_heads(self, heads, query):
         """`W_o [head_1; …; head_N]`: heads `(B, N, T, Hv)` -> `(B, T, Do)`."""
@@ -475,6 +478,8 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         if not return_attention_scores:
             return output
+        if self.chunk_size is not None:
+            self._refuse_scores()
         weights_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
         return output, keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
 
