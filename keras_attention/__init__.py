@@ -6,10 +6,13 @@ See MATH.md for the formulas. Public names are re-exported here:
     mha = ka.MultiHeadAttention(num_heads=8, key_dim=64)
 """
 
-from keras_attention import layers, losses, metrics, ops, schedules
+from keras_attention import chunked, layers, losses, metrics, ops, schedules
 from keras_attention.layers import (
     BahdanauAttention,
+    CausalConv1D,
     ClassToken,
+    DilatedResidualBlock,
+    LinearAttention,
     MultiHeadAttention,
     PatchEmbedding,
     PositionEmbedding,
@@ -19,7 +22,9 @@ from keras_attention.layers import (
     TokenAndPositionEmbedding,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
+    receptive_field,
 )
+from keras_attention.chunked import chunked_dot_product_attention
 from keras_attention.losses import MaskedSparseCategoricalCrossentropy
 from keras_attention.metrics import MaskedAccuracy
 from keras_attention.ops import (
@@ -36,7 +41,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BahdanauAttention",
+    "CausalConv1D",
     "ClassToken",
+    "DilatedResidualBlock",
+    "LinearAttention",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "MultiHeadAttention",
@@ -51,12 +59,15 @@ __all__ = [
     "TransformerSchedule",
     "additive_scores",
     "causal_mask",
+    "chunked",
+    "chunked_dot_product_attention",
     "layers",
     "losses",
     "masked_softmax",
     "metrics",
     "ops",
     "padding_mask",
+    "receptive_field",
     "scaled_dot_product_attention",
     "schedules",
     "sinusoidal_encoding",

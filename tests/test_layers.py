@@ -59,6 +59,47 @@ LAYER_CASES = {
         {"use_causal_mask": True},
         ("key_bias",),
     ),
+    "mha_chunked_self_causal": (
+        lambda: ka.MultiHeadAttention(num_heads=2, key_dim=4, chunk_size=2, name="mha"),
+        {"query": _x(B, L, D), "value": "query", "value_mask": PADDING},
+        {"use_causal_mask": True},
+        ("key_bias",),
+    ),
+    "linear_cross_padding": (
+        lambda: ka.LinearAttention(num_heads=2, key_dim=4, value_dim=3, name="linear"),
+        {
+            "query": _x(B, 4, D),
+            "value": _x(B, L, 6, seed=1),
+            "key": _x(B, L, 3, seed=2),
+            "value_mask": PADDING,
+        },
+        {},
+        (),
+    ),
+    "linear_self_causal": (
+        lambda: ka.LinearAttention(num_heads=2, key_dim=4, output_dim=5, name="linear"),
+        {"query": _x(B, L, D), "value": "query", "query_mask": PADDING},
+        {"use_causal_mask": True},
+        (),
+    ),
+    "causal_conv_dilated": (
+        lambda: ka.CausalConv1D(6, 3, dilation_rate=2, activation="tanh", name="conv"),
+        {"inputs": _x(B, L, D), "mask": PADDING},
+        {},
+        (),
+    ),
+    "dilated_residual_block_projected": (
+        lambda: ka.DilatedResidualBlock(6, 2, dilation_rate=2, dropout=0.1, name="block"),
+        {"inputs": _x(B, L, D)},
+        {},
+        (),
+    ),
+    "dilated_residual_block_identity": (
+        lambda: ka.DilatedResidualBlock(D, 3, name="block"),
+        {"inputs": _x(B, L, D), "mask": PADDING},
+        {},
+        (),
+    ),
     "mha_additive": (
         lambda: ka.MultiHeadAttention(num_heads=2, key_dim=4, scoring="additive", name="mha"),
         {"query": _x(B, 4, D), "value": _x(B, L, D, seed=1), "value_mask": PADDING},

@@ -39,6 +39,9 @@ class TransformerConfig:
     norm_first: bool = False
     positional: str = "sinusoidal"
     layer_norm_epsilon: float = 1e-6
+    # "softmax" (the paper) or "linear" (Katharopoulos et al. 2020: O(n) in the length,
+    # cached decoding keeps a constant-size state per layer instead of keys and values).
+    attention: str = "softmax"
     # Training recipe (section 5.3 of the paper).
     label_smoothing: float = 0.1
     warmup_steps: int = 4000
@@ -62,6 +65,12 @@ class TransformerConfig:
                 registry.check_positive(self, name)
         registry.check_rate(self, "dropout", "attention_dropout", "label_smoothing")
         registry.check_choice(self, "positional", ("sinusoidal", "learned"))
+        registry.check_choice(self, "attention", ("softmax", "linear"))
+        if self.attention == "linear" and self.attention_dropout > 0:
+            raise ValueError(
+                "attention='linear' has no attention weights to drop; received "
+                f"attention_dropout={self.attention_dropout}."
+            )
         if self.d_model % self.num_heads:
             raise ValueError(
                 "num_heads must divide d_model; received "
@@ -135,6 +144,7 @@ def _block_args(config):
         attention_dropout=config.attention_dropout,
         norm_first=config.norm_first,
         layer_norm_epsilon=config.layer_norm_epsilon,
+        attention=config.attention,
     )
 
 

@@ -1,7 +1,13 @@
 """The layers of keras_attention, one concept per module."""
 
 from keras_attention.layers.bahdanau import BahdanauAttention
+from keras_attention.layers.causal_convolution import (
+    CausalConv1D,
+    DilatedResidualBlock,
+    receptive_field,
+)
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
+from keras_attention.layers.linear import LinearAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
 from keras_attention.layers.positional import (
     PositionEmbedding,
@@ -13,7 +19,10 @@ from keras_attention.layers.vision import ClassToken, PatchEmbedding, SequencePo
 
 __all__ = [
     "BahdanauAttention",
+    "CausalConv1D",
     "ClassToken",
+    "DilatedResidualBlock",
+    "LinearAttention",
     "MultiHeadAttention",
     "PatchEmbedding",
     "PositionEmbedding",

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attention import chunked
 from keras_attention import ops as attention_ops
 
 if keras.backend.backend() == "tensorflow":
@@ -87,6 +88,12 @@ class MultiHeadAttention(keras.layers.Layer):
             (`w_vᵀ tanh(q + k)` on the projected query and key, one `w_v` per head).
         kernel_initializer, bias_initializer: initializers of the projections.
         seed: seed of the attention dropout.
+        chunk_size: None (default) computes the `(B, N, T, S)` scores at once; an
+            integer C computes the same softmax attention exactly, C keys at a
+            time with an online softmax (`ka.chunked.chunked_dot_product_attention`),
+            in O(T·C) memory for the forward and backward passes instead of
+            O(T·S). Dot-product scorings only, without attention dropout and
+            without `return_attention_scores` (the full weights are what it avoids).
 
     Call arguments:
         query: `(B, T, Dq)`.
@@ -120,6 +127,7 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        chunk_size=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -140,6 +148,13 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
+        _check_positive_int("chunk_size", chunk_size, allow_none=True)
+        if chunk_size is not None and (scoring == "additive" or dropout > 0.0):
+            raise ValueError(
+                "`chunk_size` needs dot-product scoring without attention dropout; received "
+                f"chunk_size={chunk_size}, scoring={scoring!r}, dropout={dropout}."
+            )
+        self.chunk_size = chunk_size
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
 
@@ -313,10 +328,13 @@ class MultiHeadAttention(keras.layers.Layer):
         if key is None:
             key = value
         self._check_inputs(query, value, key)
-        mask = self._merge_masks(
-            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
-        )
-        key_major = () if self.scoring == "additive" else (1,)
+        if self.chunk_size is None:
+            mask = self._merge_masks(
+                query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+            )
+        elif return_attention_scores:
+            self._refuse_scores()
+        key_major = () if self.scoring == "additive" or self.chunk_size else (1,)
         kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
         biases = (self.query_bias, self.key_bias, self.value_bias)
         if self_attention:
@@ -328,11 +346,21 @@ class MultiHeadAttention(keras.layers.Layer):
             (q,) = self._project(query, kernels[:1], biases[:1])
             (k,) = self._project(key, kernels[1:2], biases[1:2], key_major=(0,) if key_major else ())
             (v,) = self._project(value, kernels[2:], biases[2:])
-        heads, weights = self._attend(q, k, v, mask, training)  # (B, N, T, Hv)
+        if self.chunk_size is None:
+            heads, weights = self._attend(q, k, v, mask, training)  # (B, N, T, Hv)
+        else:
+            heads = chunked.attend(self, q, k, v, query_mask, value_mask, key_mask,
+                                   attention_mask, use_causal_mask)
         output = self._combine_heads(heads, query)
         if return_attention_scores:
             return output, weights
         return output
+
+    def _refuse_scores(self):
+        raise ValueError(
+            "`return_attention_scores=True` needs the full weights, which `chunk_size` "
+            f"avoids computing; received chunk_size={self.chunk_size}."
+        )
 
     def _combine_heads(self, heads, query):
         """`W_o [head_1; …; head_N]`: heads `(B, N, T, Hv)` -> `(B, T, Do)`."""
@@ -450,6 +478,8 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         if not return_attention_scores:
             return output
+        if self.chunk_size is not None:
+            self._refuse_scores()
         weights_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
         return output, keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
 
@@ -467,6 +497,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
+                "chunk_size": self.chunk_size,
             }
         )
         return config

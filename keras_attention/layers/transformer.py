@@ -3,6 +3,7 @@
 import keras
 
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
+from keras_attention.layers.linear import LinearAttention
 from keras_attention.layers.multi_head import (
     SCORINGS,
     MultiHeadAttention,
@@ -32,6 +33,7 @@ class _TransformerBlockBase(keras.layers.Layer):
         scoring="scaled_dot",
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention="softmax",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -42,6 +44,16 @@ class _TransformerBlockBase(keras.layers.Layer):
         _check_rate("attention_dropout", attention_dropout)
         if scoring not in SCORINGS:
             raise ValueError(f"`scoring` must be one of {SCORINGS}; received scoring={scoring!r}.")
+        if attention not in ("softmax", "linear"):
+            raise ValueError(
+                f"`attention` must be 'softmax' or 'linear'; received attention={attention!r}."
+            )
+        if attention == "linear" and (scoring != "scaled_dot" or attention_dropout > 0.0):
+            raise ValueError(
+                "attention='linear' has no scoring choice and no attention dropout; received "
+                f"scoring={scoring!r}, attention_dropout={attention_dropout}."
+            )
+        self.attention = attention
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.key_dim = key_dim
@@ -68,6 +80,15 @@ class _TransformerBlockBase(keras.layers.Layer):
         return d_model // self.num_heads
 
     def _attention(self, name, d_model):
+        if self.attention == "linear":
+            return LinearAttention(
+                self.num_heads,
+                self._head_size(d_model),
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
         return MultiHeadAttention(
             self.num_heads,
             self._head_size(d_model),
@@ -78,6 +99,17 @@ class _TransformerBlockBase(keras.layers.Layer):
             dtype=self.dtype_policy,
             name=name,
         )
+
+    def _scores_argument(self, return_attention_scores):
+        """`return_attention_scores` for softmax attention; linear attention has no weights."""
+        if self.attention == "softmax":
+            return {"return_attention_scores": return_attention_scores}
+        if return_attention_scores:
+            raise ValueError(
+                "attention='linear' computes no attention weights; received "
+                "return_attention_scores=True."
+            )
+        return {}
 
     def _norm(self, name, shape):
         norm = keras.layers.LayerNormalization(
@@ -127,6 +159,7 @@ class _TransformerBlockBase(keras.layers.Layer):
                 "scoring": self.scoring,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention": self.attention,
             }
         )
         return config
@@ -150,6 +183,9 @@ class TransformerEncoderBlock(_TransformerBlockBase):
         norm_first: pre-norm instead of post-norm.
         layer_norm_epsilon: epsilon of the layer norms.
         scoring: attention pooling of the heads (see `MultiHeadAttention`).
+        attention: `"softmax"` (`MultiHeadAttention`) or `"linear"` (`LinearAttention`,
+            O(n) in the length; no attention weights, no attention dropout; cached
+            decoding keeps its constant-size state `(S, z)` instead of keys and values).
 
     Call arguments:
         inputs: `(B, S, D)`.
@@ -190,8 +226,8 @@ class TransformerEncoderBlock(_TransformerBlockBase):
                 query_mask=padding_mask,
                 value_mask=padding_mask,
                 attention_mask=attention_mask,
-                return_attention_scores=return_attention_scores,
                 training=training,
+                **self._scores_argument(return_attention_scores),
             )
 
         x, *weights = self._sublayer(self.self_attention_norm, attend, inputs, training)
@@ -284,8 +320,8 @@ class TransformerDecoderBlock(_TransformerBlockBase):
                 value_mask=decoder_padding_mask,
                 attention_mask=decoder_attention_mask,
                 use_causal_mask=use_causal_mask,
-                return_attention_scores=return_attention_scores,
                 training=training,
+                **self._scores_argument(return_attention_scores),
             )
 
         x, *self_weights = self._sublayer(
@@ -300,8 +336,8 @@ class TransformerDecoderBlock(_TransformerBlockBase):
                     encoder_sequence,
                     query_mask=decoder_padding_mask,
                     value_mask=encoder_padding_mask,
-                    return_attention_scores=return_attention_scores,
                     training=training,
+                    **self._scores_argument(return_attention_scores),
                 )
 
             x, *cross_weights = self._sublayer(
@@ -320,8 +356,12 @@ class TransformerDecoderBlock(_TransformerBlockBase):
         """Zero self-attention key/value buffers for `length` target positions.
 
         Returns:
-            `(keys, values)`, see `MultiHeadAttention.empty_cache`.
+            `(keys, values)`, see `MultiHeadAttention.empty_cache`; with
+            `attention="linear"` the constant-size state `(S, z)` of
+            `LinearAttention.initial_state` (`length` and `dtype` unused).
         """
+        if self.attention == "linear":
+            return self.self_attention.initial_state(batch_size)
         return self.self_attention.empty_cache(batch_size, length, dtype)
 
     def compute_cross_attention_cache(self, encoder_sequence):
@@ -376,14 +416,20 @@ class TransformerDecoderBlock(_TransformerBlockBase):
                 + ("with" if self.cross_attention is not None else "without")
                 + " a `cross_attention_cache`."
             )
-        key_cache, value_cache = self_attention_cache
+        if self.attention == "linear":  # the cache is the recurrent state (S, z)
 
-        def self_attend(x):
-            return self.self_attention.call_with_cache(
-                x, key_cache, value_cache, cache_index=cache_index, training=training
-            )
+            def self_attend(x):
+                return self.self_attention.call_with_state(x, self_attention_cache)
 
-        x, key_cache, value_cache = self._sublayer(
+        else:
+
+            def self_attend(x):
+                output, key_cache, value_cache = self.self_attention.call_with_cache(
+                    x, *self_attention_cache, cache_index=cache_index, training=training
+                )
+                return output, (key_cache, value_cache)
+
+        x, self_attention_cache = self._sublayer(
             self.self_attention_norm, self_attend, decoder_sequence, training
         )
         if self.cross_attention is not None:
@@ -399,7 +445,7 @@ class TransformerDecoderBlock(_TransformerBlockBase):
         (x,) = self._sublayer(
             self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), x, training
         )
-        return x, (key_cache, value_cache)
+        return x, self_attention_cache
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape
