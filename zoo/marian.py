@@ -292,8 +292,3 @@ def import_folder(folder, **overrides):
                 f"{side} vocabulary has {size}"
             )
     return model, source_tokenizer, target_tokenizer
-
-
-def import_weights(folder, base, **overrides):
-    """For `zoo.get(name, weights=folder)`: `(model, config)` (the registry hook)."""
-    return build_model(folder, base, **overrides)

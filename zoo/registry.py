@@ -26,6 +26,7 @@ class Family:
     name: str
     compile_fn: Callable | None = None
     search_space: Callable | None = None
+    import_weights: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +74,13 @@ def check_choice(config, name, choices):
 # === Registration ===
 
 
-def register_family(config_class, name, compile_fn=None, search_space=None):
-    """Declare a config class as a model family with its recipe and search space."""
-    _FAMILIES[config_class] = Family(name, compile_fn, search_space)
+def register_family(config_class, name, compile_fn=None, search_space=None, import_weights=None):
+    """Declare a config class as a model family with its recipe and search space.
+
+    `import_weights(path, base_config, **overrides) -> (model, config)` builds a
+    model from pretrained weights at `path` (`zoo.get(name, weights=path)`).
+    """
+    _FAMILIES[config_class] = Family(name, compile_fn, search_space, import_weights)
 
 
 def register_search_space(config_class, search_space):
@@ -188,7 +193,7 @@ def config(name, **overrides):
     return dataclasses.replace(base, **overrides)
 
 
-def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - keras' name
+def get(name, *, strategy=None, compile=True, weights=None, **overrides):  # noqa: A002
     """Build the model `name` (optionally inside `strategy.scope()`) and compile it.
 
     Args:
@@ -198,6 +203,9 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
             optimizer are created inside its scope, and `model.fit` then
             distributes its dataset over the replicas (see `zoo.distribute`).
         compile: compile with the family's training recipe.
+        weights: a folder of pretrained weights the family imports (Transformer:
+            a Hugging Face Marian / OPUS-MT folder, `zoo.marian`); the sizes
+            come from the folder, `name`'s config gives the training recipe.
         **overrides: config fields to change (`zoo.config(name).__dataclass_fields__`).
 
     Returns:
@@ -210,6 +218,11 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
     """
     item = _entry(name)
     cfg = config(name, **overrides)
+    importer = None
+    if weights is not None:
+        importer = _family_attr(cfg, "import_weights")
+        if importer is None:
+            raise ValueError(f"Model {name!r} ({item.family}) cannot load `weights`; received {weights!r}.")
     if isinstance(strategy, str):
         from zoo.distribute import get_strategy
 
@@ -221,7 +234,10 @@ def get(name, *, strategy=None, compile=True, **overrides):  # noqa: A002 - kera
         check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
-        model = item.builder(cfg)
+        if importer is not None:
+            model, cfg = importer(weights, item.config, **overrides)
+        else:
+            model = item.builder(cfg)
         if compile:
             compile_fn = item.compile_fn or _family_attr(cfg, "compile_fn")
             if compile_fn is not None:

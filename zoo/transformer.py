@@ -338,7 +338,16 @@ def attention_weights(model, inputs):
     return weights
 
 
-registry.register_family(TransformerConfig, "transformer", compile_fn=compile_model)
+def import_weights(folder, base, **overrides):
+    """`zoo.get(name, weights=folder)`: a Marian (OPUS-MT) folder, see `zoo.marian`."""
+    from zoo import marian
+
+    return marian.build_model(folder, base, **overrides)
+
+
+registry.register_family(
+    TransformerConfig, "transformer", compile_fn=compile_model, import_weights=import_weights
+)
 
 _PAPER = "Vaswani et al., Attention Is All You Need, NeurIPS 2017, Table 3"
 _TINY = dict(
