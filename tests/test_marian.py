@@ -248,3 +248,26 @@ def test_export_serves_the_reference_strings(imported, references, tmp_path):
     assert [t.decode() for t in beam["translation"]] == references["beam_text"]
     assert [t.decode() for t in greedy["translation"]] == references["greedy_text"]
     assert ours(beam["tokens"], 109) == generated(references["beam_ids"], 109)
+
+
+# === Fine-tuning with the folder's own tokenizers ===
+
+
+def test_fine_tuning_uses_marians_ids(imported, tmp_path):
+    from zoo import pipeline
+
+    _, source, target = imported
+    model = zoo.get("transformer-base", weights=FOLDER, dropout=0.0)
+    pairs = [("The cat sees the old house.", "Die Katze sieht das alte Haus."),
+             ("Hello, World.", "Hallo, Welt.")] * 4
+    dataset = pipeline.make_translation_dataset(pairs, source, target, batch_size=4,
+                                                max_length=32, shuffle=False)
+    inputs, labels = next(iter(dataset))
+    pad, end = target.pad_id, target.end_id
+    assert np.all(inputs["target"].numpy()[:, 0] == target.start_id)
+    assert all(end in row for row in labels.numpy().tolist())
+    assert inputs["source"].numpy()[1].tolist()[-1] == pad  # "Hello, World." is shorter
+    before = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
+    model.fit(dataset, epochs=3, verbose=0)
+    after = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
+    assert np.isfinite(before) and after < before

@@ -186,7 +186,8 @@ def full_size_check(project_python):
             "print(m.count_params())"
         )
         out = subprocess.run([project_python, "-c", script, str(folder)], check=True,
-                             capture_output=True, text=True).stdout.split()[-1]
+                             capture_output=True, text=True,
+                             cwd=pathlib.Path(__file__).resolve().parent.parent).stdout.split()[-1]
         print(f"full size: Hugging Face parameters without the fixed sinusoidal tables "
               f"+ final_logits_bias = {hf_count:,}; zoo import = {int(out):,}; "
               f"{'equal' if int(out) == hf_count else 'DIFFERENT'}")
