@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import decode, marian, marian_tokenizer, tokenizers
+from zoo import decode, marian, tokenizers
 from zoo.transformer import TransformerConfig
 
 FOLDER = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
@@ -139,7 +139,7 @@ def test_tokenizer_matches(imported, references):
 
 
 def test_language_code_is_one_piece(imported):
-    source = imported[0 + 1]
+    source = imported[1]
     with_code = source.tokenize(tf.constant([">>de<< Hello"])).to_list()[0]
     without = source.tokenize(tf.constant([" Hello"])).to_list()[0]
     assert with_code == [source.unk_id] + without  # >>de<< is not in this vocab.json
@@ -203,7 +203,7 @@ def broken_copy(tmp_path, edit=None, remove=None):
 
 @pytest.mark.parametrize("edit, remove, error, message", [
     (None, "vocab.json", FileNotFoundError, r"vocab\.json: not found"),
-    (None, "model.safetensors", ValueError, r"model\.safetensors: not found"),
+    (None, "model.safetensors", ValueError, r"model\.safetensors: not found \(nor pytorch_model\.bin\)"),
     ({"d_model": 64}, None, ValueError, r"model\.shared\.weight has shape \(110, 32\).*d_model=64"),
     ({"model_type": "bart"}, None, ValueError, r"model_type='bart' is not supported"),
     ({"normalize_before": True}, None, ValueError, r"normalize_before=True cannot be expressed"),
@@ -271,3 +271,41 @@ def test_fine_tuning_uses_marians_ids(imported, tmp_path):
     model.fit(dataset, epochs=3, verbose=0)
     after = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
     assert np.isfinite(before) and after < before
+
+
+# === pytorch_model.bin, read without torch ===
+
+
+def test_torch_state_dict_reader():
+    from zoo import torch_checkpoint
+
+    fixtures = FOLDER.parent
+    state = torch_checkpoint.read_state_dict(fixtures / "torch_state_dict.bin")
+    expected = np.load(fixtures / "torch_state_dict.npz")
+    assert sorted(state) == sorted(expected.files)
+    for name in expected.files:
+        assert state[name].dtype == expected[name].dtype, name
+        np.testing.assert_array_equal(state[name], expected[name], err_msg=name)
+
+
+def test_torch_reader_refuses_other_objects(tmp_path):
+    import zipfile
+
+    from zoo import torch_checkpoint
+
+    path = tmp_path / "evil.bin"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("evil/data.pkl", pickle.dumps(print))  # builtins.print
+    with pytest.raises(ValueError, match=r"builtins\.print is not part of a state dict"):
+        torch_checkpoint.read_state_dict(path)
+    (tmp_path / "legacy.bin").write_bytes(b"\x80\x02not a zip")
+    with pytest.raises(ValueError, match="not a zip-format torch file"):
+        torch_checkpoint.read_state_dict(tmp_path / "legacy.bin")
+
+
+def test_folder_with_pytorch_model_bin(tmp_path, references):
+    folder = broken_copy(tmp_path, remove="model.safetensors")
+    shutil.copy(FOLDER.parent / "marian_tiny_bin" / "pytorch_model.bin", folder)
+    model, _, _ = marian.import_folder(folder)
+    logits = model({"source": references["input_ids"], "target": references["decoder_input_ids"]})
+    np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)

@@ -137,6 +137,27 @@ def build_folder(folder, size, seed=0, end_bias=0.0):
     return model
 
 
+def torch_fixtures(model, out):
+    """`pytorch_model.bin` of the tiny model (the older OPUS-MT format) in `<out>_bin/`, and
+    `torch_state_dict.bin` + `.npz`: views, a parameter, half and int64 tensors, for the reader."""
+    import collections
+
+    import torch
+
+    (out.parent / f"{out.name}_bin").mkdir(exist_ok=True)
+    torch.save(model.state_dict(), out.parent / f"{out.name}_bin" / "pytorch_model.bin")
+    generator = torch.Generator().manual_seed(0)
+    base = torch.randn(4, 6, generator=generator)
+    state = collections.OrderedDict(
+        matrix=base, view=base[1:, 2:5], transposed=base.t(), scalar=base[0, 0].clone(),
+        ids=torch.arange(5), parameter=torch.nn.Parameter(torch.randn(3, generator=generator)),
+        half=torch.randn(2, 2, generator=generator).half(),
+    )
+    torch.save(state, out.parent / "torch_state_dict.bin")
+    np.savez(out.parent / "torch_state_dict.npz",
+             **{name: tensor.detach().numpy() for name, tensor in state.items()})
+
+
 def references(folder):
     """Run Hugging Face's tokenizer and model on SENTENCES (see the module docstring)."""
     import torch
@@ -209,6 +230,9 @@ def main(argv=None):
     else:
         raise SystemExit("no seed gave a top-1/top-2 log-probability gap above 1e-3")
     texts["seed"] = seed
+    from transformers import MarianMTModel
+
+    torch_fixtures(MarianMTModel.from_pretrained(args.out), args.out)
     np.savez_compressed(args.out / "references.npz", **arrays)
     (args.out / "references.json").write_text(
         json.dumps(texts, indent=2, ensure_ascii=False) + "\n")

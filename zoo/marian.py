@@ -1,7 +1,7 @@
 """Import Marian (OPUS-MT) checkpoints in Hugging Face's folder layout into the zoo's Transformer.
 
 An OPUS-MT folder holds `config.json` (`"model_type": "marian"`),
-`model.safetensors` (weights), `source.spm` and `target.spm` (SentencePiece
+`model.safetensors` or `pytorch_model.bin` (weights), `source.spm` and `target.spm` (SentencePiece
 models) and `vocab.json` (piece -> Marian id; `target_vocab.json` too when the
 vocabularies are separate). A Marian model is the paper's post-norm
 Transformer with a few choices the `TransformerConfig` expresses as fields:
@@ -36,6 +36,7 @@ import numpy as np
 
 CONFIG_FILENAME = "config.json"
 WEIGHTS_FILENAME = "model.safetensors"
+TORCH_WEIGHTS_FILENAME = "pytorch_model.bin"
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 # Fields of older Marian/BART configs and the only values the family can express.
 _FIXED_FIELDS = {
@@ -162,22 +163,29 @@ def transformer_config(folder, base=None, **overrides):
 
 
 def read_weights(folder):
-    """The folder's tensors as `{name: float32 numpy array}` (from `model.safetensors`)."""
+    """The folder's tensors as `{name: float32 numpy array}`.
+
+    From `model.safetensors`, else from `pytorch_model.bin` (read without
+    torch by `zoo.torch_checkpoint`, which refuses anything but tensors).
+    """
     folder = pathlib.Path(folder)
     path = folder / WEIGHTS_FILENAME
-    if not path.is_file():
-        if (folder / "pytorch_model.bin").is_file():
-            raise FolderError(
-                f"{folder / 'pytorch_model.bin'}: torch pickles are not read; convert the folder "
-                "to model.safetensors (transformers' save_pretrained(..., safe_serialization=True))"
-            )
-        raise FolderError(f"{path}: not found")
-    from safetensors.numpy import load_file
+    if path.is_file():
+        from safetensors.numpy import load_file
 
-    try:
-        tensors = load_file(str(path))
-    except Exception as error:  # safetensors raises its own error types
-        raise FolderError(f"{path}: not a safetensors file ({error})") from None
+        try:
+            tensors = load_file(str(path))
+        except Exception as error:  # safetensors raises its own error types
+            raise FolderError(f"{path}: not a safetensors file ({error})") from None
+    elif (folder / TORCH_WEIGHTS_FILENAME).is_file():
+        from zoo import torch_checkpoint
+
+        try:
+            tensors = torch_checkpoint.read_state_dict(folder / TORCH_WEIGHTS_FILENAME)
+        except ValueError as error:
+            raise FolderError(str(error)) from None
+    else:
+        raise FolderError(f"{path}: not found (nor {TORCH_WEIGHTS_FILENAME})")
     return {name: np.asarray(value, dtype="float32") for name, value in tensors.items()}
 
 
@@ -259,7 +267,9 @@ def build_model(folder, base=None, **overrides):
     config = transformer_config(folder, base, **overrides)
     tensors = read_weights(folder)  # read before building: a bad file fails fast
     model = transformer.build(config)
-    load_weights(model, config, tensors, str(pathlib.Path(folder) / WEIGHTS_FILENAME))
+    folder = pathlib.Path(folder)
+    name = WEIGHTS_FILENAME if (folder / WEIGHTS_FILENAME).is_file() else TORCH_WEIGHTS_FILENAME
+    load_weights(model, config, tensors, str(folder / name))
     return model, config
 
 
