@@ -309,3 +309,15 @@ def test_folder_with_pytorch_model_bin(tmp_path, references):
     model, _, _ = marian.import_folder(folder)
     logits = model({"source": references["input_ids"], "target": references["decoder_input_ids"]})
     np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)
+
+
+def test_attention_weights_use_the_pad_id(imported, references):
+    from zoo.transformer import attention_weights
+
+    model, source, _ = imported
+    inputs = {"source": references["input_ids"][:2], "target": references["decoder_input_ids"][:2]}
+    weights = attention_weights(model, inputs)
+    cross = weights["decoder_block_0/cross_attention"]  # (B, N, T, S)
+    padded = references["input_ids"][:2] == source.pad_id
+    assert np.all(cross[:, :, :, :][np.broadcast_to(padded[:, None, None, :], cross.shape)] == 0)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)

@@ -309,8 +309,10 @@ def attention_weights(model, inputs):
     target_embedding = layers["shared_embedding" if shared else "target_embedding"]
     source = keras.ops.convert_to_tensor(inputs["source"], "int32")
     target = keras.ops.convert_to_tensor(inputs["target"], "int32")
-    source_mask = keras.ops.not_equal(source, 0)
-    target_mask = keras.ops.not_equal(target, 0)
+    padding = layers.get("source_padding_mask")  # models with pad_id != 0 (Marian)
+    source_mask = keras.ops.not_equal(source, padding.pad_id if padding else 0)
+    # With pad_id != 0 the decoder is masked by causality only (it starts from pad_id).
+    target_mask = None if padding else keras.ops.not_equal(target, 0)
     weights = {}
     x = source_embedding(source)
     i = 0
