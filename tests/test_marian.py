@@ -224,9 +224,7 @@ def test_bad_folders_are_refused_in_one_line(tmp_path, edit, remove, error, mess
 def test_export_serves_the_reference_strings(imported, references, tmp_path):
     from test_export import SERVE_SCRIPT, text_op_libraries
 
-    model, source, target = imported
-    path = zoo.export(model, tmp_path / "opus", tokenizer=source, target_tokenizer=target,
-                      max_length=references["max_new_tokens"])
+    path = marian.export_folder(FOLDER, tmp_path / "opus", max_length=references["max_new_tokens"])
     metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
     assert metadata["length_penalty"] == "hf" and metadata["alpha"] == 1.0
     assert metadata["special_ids"] == {"pad": 109, "start": 109, "end": 0}

@@ -302,3 +302,22 @@ def import_folder(folder, **overrides):
                 f"{side} vocabulary has {size}"
             )
     return model, source_tokenizer, target_tokenizer
+
+
+def export_folder(folder, path, version=None, **export_options):
+    """Import a Marian folder and write it as a TF Serving SavedModel (`zoo export`'s one call).
+
+    Args:
+        folder: the Hugging Face Marian folder.
+        path: e.g. `"saved_models/opus-mt-en-de"`; the version goes to `<path>/<version>/`.
+        version, **export_options: as `zoo.export` (`beam_size`, `alpha`,
+            `max_length`, `length_penalty`, `force_end`).
+
+    Returns:
+        `pathlib.Path` of the version directory.
+    """
+    from zoo import export
+
+    model, source_tokenizer, target_tokenizer = import_folder(folder)
+    return export.export(model, path, version, tokenizer=source_tokenizer,
+                         target_tokenizer=target_tokenizer, **export_options)
