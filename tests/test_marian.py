@@ -319,3 +319,24 @@ def test_attention_weights_use_the_pad_id(imported, references):
     padded = references["input_ids"][:2] == source.pad_id
     assert np.all(cross[:, :, :, :][np.broadcast_to(padded[:, None, None, :], cross.shape)] == 0)
     np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+
+
+# === The Transformer's new layers ===
+
+
+def test_new_layers_round_trip_and_save(tmp_path):
+    from layer_checks import _Inputs, check_config_round_trip, check_save_and_load
+
+    from zoo.transformer import FinalLogitsBias, PaddingMask
+
+    cases = [
+        (lambda: FinalLogitsBias(name="bias"), {"logits": np.ones((2, 3, 5), "float32")}),
+        (lambda: PaddingMask(4, name="mask"), {"ids": np.array([[1, 4, 0], [4, 4, 2]], "int32")}),
+    ]
+    for factory, inputs in cases:
+        check_config_round_trip(factory, _Inputs(inputs, None))
+        check_save_and_load(factory, _Inputs(inputs, None), tmp_path)
+    assert PaddingMask(4)(np.array([[1, 4, 0]])).numpy().tolist() == [[True, False, True]]
+    bias = FinalLogitsBias()
+    bias.build((None, None, 5))
+    assert not bias.trainable_weights and len(bias.non_trainable_weights) == 1
