@@ -193,8 +193,8 @@ def references(folder):
 
 
 def full_size_check(project_python):
-    """Import a full-size random Marian folder and compare parameter counts."""
-    import torch  # noqa: F401 - fail early without the extra
+    """Import a full-size random Marian folder; compare parameter counts and logits."""
+    import torch
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = pathlib.Path(tmp) / "opus-mt-random"
@@ -202,17 +202,29 @@ def full_size_check(project_python):
         parameters = sum(p.numel() for n, p in model.named_parameters()
                          if "embed_positions" not in n)
         hf_count = parameters + model.final_logits_bias.numel()
+        generator = torch.Generator().manual_seed(0)
+        source = torch.randint(0, 58100, (2, 12), generator=generator)
+        target = torch.randint(0, 58100, (2, 7), generator=generator)
+        target[:, 0] = model.config.decoder_start_token_id
+        with torch.no_grad():
+            logits = model(input_ids=source, decoder_input_ids=target).logits.numpy()
+        np.savez(pathlib.Path(tmp) / "batch.npz", source=source.numpy(), target=target.numpy(),
+                 logits=logits)
         script = (
-            "import sys, zoo.marian; m, s, t = zoo.marian.import_folder(sys.argv[1]); "
-            "print(m.count_params())"
+            "import sys, numpy as np, zoo.marian; m, s, t = zoo.marian.import_folder(sys.argv[1]); "
+            "b = np.load(sys.argv[2]); "
+            "d = np.abs(m({'source': b['source'], 'target': b['target']}).numpy() - b['logits']).max(); "
+            "print(m.count_params(), d)"
         )
-        out = subprocess.run([project_python, "-c", script, str(folder)], check=True,
-                             capture_output=True, text=True,
-                             cwd=pathlib.Path(__file__).resolve().parent.parent).stdout.split()[-1]
+        out = subprocess.run([project_python, "-c", script, str(folder), str(pathlib.Path(tmp) / "batch.npz")],
+                             check=True, capture_output=True, text=True,
+                             cwd=pathlib.Path(__file__).resolve().parent.parent).stdout.split()
+        count, difference = int(out[-2]), float(out[-1])
         print(f"full size: Hugging Face parameters without the fixed sinusoidal tables "
-              f"+ final_logits_bias = {hf_count:,}; zoo import = {int(out):,}; "
-              f"{'equal' if int(out) == hf_count else 'DIFFERENT'}")
-        return int(out) == hf_count
+              f"+ final_logits_bias = {hf_count:,}; zoo import = {count:,}; "
+              f"{'equal' if count == hf_count else 'DIFFERENT'}; logits max |difference| "
+              f"{difference:.2e} (2 x 7 targets, 2 x 12 sources)")
+        return count == hf_count and difference < 1e-4
 
 
 def main(argv=None):
