@@ -340,3 +340,33 @@ def test_new_layers_round_trip_and_save(tmp_path):
     bias = FinalLogitsBias()
     bias.build((None, None, 5))
     assert not bias.trainable_weights and len(bias.non_trainable_weights) == 1
+
+
+@pytest.mark.parametrize("layout", ["separate_vocabularies", "untied_output"])
+def test_other_embedding_layouts(tmp_path, references, layout):
+    """The same weights laid out as a separate-vocabulary or untied checkpoint give the same logits."""
+    from safetensors.numpy import load_file, save_file
+
+    folder = broken_copy(tmp_path, remove="model.safetensors")
+    tensors = load_file(str(FOLDER / "model.safetensors"))
+    shared = tensors["model.shared.weight"]
+    if layout == "separate_vocabularies":
+        tensors["model.encoder.embed_tokens.weight"] = shared.copy()
+        tensors["model.decoder.embed_tokens.weight"] = shared.copy()
+        del tensors["model.shared.weight"]
+        edit = {"share_encoder_decoder_embeddings": False}
+        shutil.copy(FOLDER / "vocab.json", folder / "target_vocab.json")
+    else:
+        tensors["lm_head.weight"] = shared.copy()
+        edit = {"tie_word_embeddings": False}
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **edit}))
+    model, source, target = marian.import_folder(folder)
+    names = {layer.name for layer in model.layers}
+    assert ("source_embedding" in names) == (layout == "separate_vocabularies")
+    assert ("output_projection" in names) == (layout == "untied_output")
+    logits = model({"source": references["input_ids"], "target": references["decoder_input_ids"]})
+    np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)
+    tokens = decode.greedy_decode(model, references["input_ids"], **decode_args(target, references))
+    assert ours(tokens, target.pad_id) == generated(references["greedy_ids"], target.pad_id)
