@@ -138,6 +138,14 @@ LAYER_CASES = {
         {},
         (),
     ),
+    "token_and_position_sinusoidal_halves": (
+        lambda: ka.TokenAndPositionEmbedding(
+            10, 8, D, scale_embeddings=False, layout="halves", name="embedding"
+        ),
+        {"inputs": IDS},
+        {},
+        (),
+    ),
     "token_and_position_learned": (
         lambda: ka.TokenAndPositionEmbedding(10, 8, D, positional="learned", name="embedding"),
         {"inputs": IDS},

@@ -25,7 +25,12 @@ and both work on models from `zoo.get` and on the same models after
   logits at position t (correct because position t only sees positions <= t).
 
 Conventions: id 0 is padding and is never generated; the source may be padded
-with 0 anywhere after its tokens. By default each row may generate up to its own
+with 0 anywhere after its tokens. Models with other special ids (imported
+Marian models: `</s>` = 0, padding = decoder start = V - 1) pass `pad_id`,
+`start_id` and `end_id`; `force_end=True` makes the last step at the length
+limit emit `end_id` (Hugging Face's `forced_eos_token_id`), and
+`beam_search(length_penalty="hf")` runs Hugging Face's beam search
+(`zoo.hf_beam`), so that such models reproduce their upstream outputs. By default each row may generate up to its own
 source length (non-padding tokens) + 50 tokens, the paper's limit, so a row
 decodes the same alone as in a padded batch.
 """
@@ -38,6 +43,7 @@ import tensorflow as tf
 START_ID = 2
 END_ID = 3
 PAD_ID = 0
+LENGTH_PENALTIES = ("gnmt", "hf")
 EXTRA_LENGTH = 50  # default maximum output length = source length + 50
 _NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
 
@@ -71,6 +77,8 @@ def greedy_decode(
     use_cache=True,
     *,
     jit_compile=False,
+    pad_id=PAD_ID,
+    force_end=False,
 ):
     """Greedy decoding of a batch: the arg-max token at every step.
 
@@ -88,14 +96,18 @@ def greedy_decode(
         jit_compile: compile the decoding loop with XLA (`max_length` must then be
             None or a Python int). Much faster for small batches on CPU; compiles
             again for every new source shape.
+        pad_id: the padding id: masked in the source, never generated, and
+            written after `[END]`.
+        force_end: the step that reaches the length limit emits `end_id`.
 
     Returns:
         int32 `(B, L)`: generated ids without `[START]`; the `[END]` token is kept
-        and everything after it is 0.
+        and everything after it is `pad_id`.
     """
-    source, max_length = _check_common(source, max_length, start_id, end_id)
+    source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
     return _run(
-        model, source, max_length, jit_compile, int(start_id), int(end_id), bool(use_cache), 0, 0.0
+        model, source, max_length, jit_compile, int(start_id), int(end_id), bool(use_cache), 0, 0.0,
+        int(pad_id), bool(force_end), "gnmt",
     )
 
 
@@ -109,6 +121,9 @@ def beam_search(
     end_id=END_ID,
     *,
     jit_compile=False,
+    pad_id=PAD_ID,
+    force_end=False,
+    length_penalty="gnmt",
 ):
     """Beam search: the best hypothesis per row under `log p(y | x) / lp(y)`.
 
@@ -133,6 +148,11 @@ def beam_search(
         model, source, max_length, start_id, end_id, jit_compile: as in `greedy_decode`.
         beam_size: K >= 1 (4 in the paper).
         alpha: length penalty α >= 0 (0.6 in the paper); 0 ranks by log-probability.
+        pad_id, force_end: as in `greedy_decode`.
+        length_penalty: `"gnmt"` (above), or `"hf"`: Hugging Face's beam search
+            (`zoo.hf_beam`: 2K candidates a step, ended hypotheses scored
+            `log p / |y| ** alpha`, its early-stopping heuristic), as
+            `generate(num_beams=K, length_penalty=alpha)` runs it.
 
     Returns:
         `(tokens, scores)`: int32 `(B, L)` in the layout of `greedy_decode`, and
@@ -143,10 +163,14 @@ def beam_search(
         raise ValueError(f"`beam_size` must be an integer >= 1; received beam_size={beam_size!r}.")
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
         raise ValueError(f"`alpha` must be a number >= 0; received alpha={alpha!r}.")
-    source, max_length = _check_common(source, max_length, start_id, end_id)
+    if length_penalty not in LENGTH_PENALTIES:
+        raise ValueError(
+            f"`length_penalty` must be one of {LENGTH_PENALTIES}; received {length_penalty!r}."
+        )
+    source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
     return _run(
         model, source, max_length, jit_compile, int(start_id), int(end_id), True,
-        int(beam_size), float(alpha),
+        int(beam_size), float(alpha), int(pad_id), bool(force_end), length_penalty,
     )
 
 
@@ -164,16 +188,18 @@ def strip_special(ids, end_id=END_ID):
     return rows
 
 
-def _check_common(source, max_length, start_id, end_id):
+def _check_common(source, max_length, start_id, end_id, pad_id=PAD_ID):
     source = tf.convert_to_tensor(source)
     if source.shape.rank != 2:
         raise ValueError(f"`source` must have shape (B, S); received source.shape={source.shape}.")
     if not source.dtype.is_integer:
         raise ValueError(f"`source` must hold integer ids; received dtype {source.dtype.name}.")
     source = tf.cast(source, tf.int32)
-    for name, value in (("start_id", start_id), ("end_id", end_id)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer id; received {name}={value!r}.")
+    for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"`{name}` must be an integer id >= 0; received {name}={value!r}.")
+    if end_id == pad_id:
+        raise ValueError(f"`end_id` must differ from `pad_id`; both are {pad_id}.")
     if max_length is None:
         return source, None
     if isinstance(max_length, numbers.Integral) and not isinstance(max_length, bool):
@@ -235,10 +261,11 @@ class _Decoder:
         return _decode(self.model(), source, max_length, *self.settings)
 
 
-def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, alpha):
+def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, alpha,
+            pad_id=PAD_ID, force_end=False, penalty="gnmt"):
     """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants."""
-    stepper = _stepper(model, use_cache)
-    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source, PAD_ID), tf.int32), axis=1)  # (B,)
+    stepper = _stepper(model, use_cache, pad_id)
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)  # (B,)
     if max_length is None:
         static = source.shape[1]
         width = static + EXTRA_LENGTH if static is not None else tf.shape(source)[1] + EXTRA_LENGTH
@@ -246,9 +273,41 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
     else:
         width = max_length
         limit = tf.fill(tf.shape(lengths), max_length)
+    ids = Ids(start_id, end_id, pad_id, force_end)
     if beam_size == 0:
-        return _greedy(stepper, source, width, limit, start_id, end_id)
-    return _beam(stepper, source, width, limit, start_id, end_id, beam_size, alpha)
+        return _greedy(stepper, source, width, limit, ids)
+    if penalty == "hf":
+        from zoo import hf_beam
+
+        return hf_beam.beam(stepper, source, width, limit, ids, beam_size, alpha)
+    return _beam(stepper, source, width, limit, ids, beam_size, alpha)
+
+
+class Ids(tuple):
+    """The special ids of one decoding: `start`, `end`, `pad`, and whether to force `end`."""
+
+    def __new__(cls, start, end, pad, force_end):
+        return super().__new__(cls, (start, end, pad, force_end))
+
+    start = property(lambda self: self[0])
+    end = property(lambda self: self[1])
+    pad = property(lambda self: self[2])
+    force_end = property(lambda self: self[3])
+
+
+def write_column(buffer, t, values):
+    """`buffer` `(..., L)` with column t set to `values` `(...)`."""
+    at_t = tf.equal(tf.range(tf.shape(buffer)[-1]), t)
+    return tf.where(at_t, values[..., None], buffer)
+
+
+def forced_end(scores, ids, at_limit, impossible):
+    """Scores `(N, V)` where rows `at_limit` `(N,)` may only pick `ids.end` (with force_end)."""
+    if not ids.force_end:
+        return scores
+    is_end = tf.equal(tf.range(tf.shape(scores)[-1]), ids.end)[None, :]
+    forced = tf.where(is_end, tf.zeros_like(scores), tf.fill(tf.shape(scores), impossible))
+    return tf.where(at_limit[:, None], forced, scores)
 
 
 def _keep_shapes(step):
@@ -264,16 +323,16 @@ def _keep_shapes(step):
     return body
 
 
-def _pad_column(logits):
+def _pad_column(logits, pad_id=PAD_ID):
     """True at the padding id's column of `(…, V)` logits: it is never generated."""
-    return tf.equal(tf.range(tf.shape(logits)[-1]), PAD_ID)
+    return tf.equal(tf.range(tf.shape(logits)[-1]), pad_id)
 
 
-def _greedy(stepper, source, width, limit, start_id, end_id):
+def _greedy(stepper, source, width, limit, ids):
     batch = tf.shape(source)[0]
     state = stepper.prepare(source, 1, width)
-    tokens = tf.fill([batch], start_id)  # the decoder input at step t
-    output = tf.zeros([batch, width], tf.int32)
+    tokens = tf.fill([batch], ids.start)  # the decoder input at step t
+    output = tf.fill([batch, width], ids.pad)
     done = tf.less_equal(limit, 0)
 
     def keep_going(t, tokens, output, done, state):
@@ -281,11 +340,12 @@ def _greedy(stepper, source, width, limit, start_id, end_id):
 
     def step(t, tokens, output, done, state):
         logits, state = stepper.step(tokens, t, state)  # (B, V)
-        logits = tf.where(_pad_column(logits), tf.constant(_NEG, logits.dtype), logits)
+        logits = tf.where(_pad_column(logits, ids.pad), tf.constant(_NEG, logits.dtype), logits)
+        logits = forced_end(logits, ids, t + 1 >= limit, _NEG)
         token = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B,)
-        token = tf.where(done, tf.zeros_like(token), token)
-        output = output + token[:, None] * tf.one_hot(t, width, dtype=tf.int32)[None, :]
-        done = done | tf.equal(token, end_id) | (t + 1 >= limit)
+        token = tf.where(done, tf.fill(tf.shape(token), ids.pad), token)
+        output = write_column(output, t, token)
+        done = done | tf.equal(token, ids.end) | (t + 1 >= limit)
         return t + 1, token, output, done, state
 
     _, _, output, _, _ = tf.while_loop(
@@ -294,17 +354,17 @@ def _greedy(stepper, source, width, limit, start_id, end_id):
     return output
 
 
-def _beam(stepper, source, width, limit, start_id, end_id, beam_size, alpha):
+def _beam(stepper, source, width, limit, ids, beam_size, alpha):
     batch, k = tf.shape(source)[0], beam_size
     state = stepper.prepare(source, k, width)  # every tensor has B·K rows: b·K + k
-    last = tf.fill([batch * k], start_id)  # (B·K,) the decoder input at step t
-    alive = tf.zeros([batch, k, width], tf.int32)  # live hypotheses
+    last = tf.fill([batch * k], ids.start)  # (B·K,) the decoder input at step t
+    alive = tf.fill([batch, k, width], ids.pad)  # live hypotheses
     # Only beam 0 is live at first, so the first step does not pick K copies of one token.
     alive_log_probs = tf.tile(
         tf.concat([[0.0], tf.fill([k - 1], _NEG)], axis=0)[None, :], [batch, 1]
     )  # (B, K)
     ended = tf.zeros([batch], tf.int32)  # d: hypotheses that ended so far
-    best = tf.zeros([batch, width], tf.int32)
+    best = tf.fill([batch, width], ids.pad)
     best_score = tf.fill([batch], _NEG)
     done = tf.less_equal(limit, 0)
     max_penalty = length_penalty(limit, alpha)  # (B,)
@@ -316,7 +376,8 @@ def _beam(stepper, source, width, limit, start_id, end_id, beam_size, alpha):
     def step(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
         logits, state = stepper.step(last, t, state)  # (B·K, V)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = tf.where(_pad_column(log_probs), _NEG, log_probs)
+        log_probs = tf.where(_pad_column(log_probs, ids.pad), _NEG, log_probs)
+        log_probs = forced_end(log_probs, ids, tf.repeat(t + 1 >= limit, k), _NEG)
         vocabulary = tf.shape(log_probs)[-1]
         candidates = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, vocabulary])
         top_log_probs, top = tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=k)  # (B, K)
@@ -327,10 +388,10 @@ def _beam(stepper, source, width, limit, start_id, end_id, beam_size, alpha):
             & (top_log_probs > _NEG / 2)
             & tf.logical_not(done)[:, None]
         )
-        token = tf.where(kept, token, 0)
+        token = tf.where(kept, token, ids.pad)
         hypotheses = tf.gather(alive, parent, batch_dims=1)  # (B, K, L)
-        hypotheses += token[:, :, None] * tf.one_hot(t, width, dtype=tf.int32)
-        has_ended = kept & tf.equal(token, end_id)
+        hypotheses = write_column(hypotheses, t, token)
+        has_ended = kept & tf.equal(token, ids.end)
         finishing = has_ended | (kept & (t + 1 >= limit)[:, None])  # [END] or the length limit
         scores = tf.where(finishing, top_log_probs / length_penalty(t + 1, alpha), _NEG)
         candidate_score = tf.reduce_max(scores, axis=1)  # (B,)
@@ -367,14 +428,14 @@ def _beam(stepper, source, width, limit, start_id, end_id, beam_size, alpha):
 # === One decoding step per model family ===
 
 
-def _stepper(model, use_cache):
+def _stepper(model, use_cache, pad_id=PAD_ID):
     from zoo import seq2seq
 
     layers = {layer.name: layer for layer in model.layers}
     if use_cache and "decoder_block_0" in layers and (
         "shared_embedding" in layers or "target_embedding" in layers
     ):
-        return _TransformerStep(layers)
+        return _TransformerStep(layers, pad_id)
     if use_cache and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
         return _RNNSearchStep(layers)
     try:
@@ -396,7 +457,9 @@ def _repeat(tensor, copies):
 class _TransformerStep:
     """Encoder once, then one token at a time through the cached decoder blocks."""
 
-    def __init__(self, layers):
+    def __init__(self, layers, pad_id=PAD_ID):
+        self.pad_id = pad_id
+        self.final_logits_bias = layers.get("final_logits_bias")
         shared = "shared_embedding" in layers
         self.source_embedding = layers["shared_embedding" if shared else "source_embedding"]
         self.target_embedding = layers["shared_embedding" if shared else "target_embedding"]
@@ -423,7 +486,7 @@ class _TransformerStep:
                     message=f"max_length exceeds the model's {positions} learned target positions",
                 )]):
                     source = tf.identity(source)
-        source_mask = tf.not_equal(source, PAD_ID)  # (B, S)
+        source_mask = tf.not_equal(source, self.pad_id)  # (B, S)
         x = self.source_embedding(source, training=False)  # (B, S, D)
         for block in self.encoder_blocks:
             x = block(x, padding_mask=source_mask, training=False)
@@ -453,6 +516,8 @@ class _TransformerStep:
             logits = self.output_projection(y)
         else:
             logits = self.target_embedding(y, reverse=True)  # tied: y Eᵀ
+        if self.final_logits_bias is not None:
+            logits = self.final_logits_bias(logits)
         return tf.cast(logits[:, 0, :], tf.float32), tuple(new_caches)
 
 

@@ -34,6 +34,17 @@ any other input; an empty batch gives empty outputs (tokens `(0, max_length)`).
 Decoding runs without XLA (TF Serving disables XLA:CPU JIT by default and
 fails requests to functions that need it).
 
+Imported Marian (OPUS-MT) models (`zoo.marian`) export the same signatures
+with their own tokenizers (`zoo.marian_tokenizer`: cased SentencePiece
+pieces mapped through vocab.json, `</s>` appended) and special ids (the
+target tokenizer's `special_ids`: padding = decoder start, `</s>` = 0 in
+OPUS-MT): `tokens` holds Marian ids with padding after `</s>`, and
+`translation` is what Hugging Face's `batch_decode(skip_special_tokens=True)`
+gives. Their beam search is Hugging Face's by default (`length_penalty="hf"`:
+score `log p(y | x) / |y| ** alpha`, alpha 1.0), and the step at the length
+limit emits `</s>` (`force_end`, Marian's `forced_eos_token_id`), so that the
+SavedModel reproduces `generate(num_beams=4)`.
+
 Signatures of a ViT, K classes, top k:
 
     serving_default(images: uint8 (B, H, W, C)) ->
@@ -187,12 +198,19 @@ def _check_int(name, value, minimum, maximum=None):
         raise ValueError(f"export: `{name}` must be an int {bound}; received {name}={value!r}.")
 
 
+def special_ids(tokenizer):
+    """`{"pad", "start", "end"}` of a tokenizer (`special_ids`), else the zoo's 0, 2, 3."""
+    ids = getattr(tokenizer, "special_ids", None) or {}
+    return {"pad": ids.get("pad", PAD_ID), "start": ids.get("start", START_ID),
+            "end": ids.get("end", END_ID)}
+
+
 def _load_tokenizer(name, tokenizer):
-    """A tokenizer object, or a directory written by `WordPieceTokenizer.save`."""
-    from zoo import text
+    """A tokenizer object, or a directory written by a tokenizer's `save`."""
+    from zoo import tokenizers
 
     if isinstance(tokenizer, (str, os.PathLike)):
-        return text.WordPieceTokenizer.load(tokenizer)
+        return tokenizers.load(tokenizer)
     if not isinstance(tokenizer, tf.Module) or not all(
         callable(getattr(tokenizer, method, None)) for method in ("tokenize", "detokenize")
     ):
@@ -228,7 +246,8 @@ class TranslationModule(tf.Module):
         beam_size, alpha: beam search width and length penalty.
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha):
+    def __init__(self, model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
+                 length_penalty="gnmt", force_end=False):
         super().__init__(name="translation")
         self.model = model
         self.source_tokenizer = source_tokenizer
@@ -236,13 +255,20 @@ class TranslationModule(tf.Module):
         self.max_length = max_length
         self.beam_size = beam_size
         self.alpha = alpha
+        self.length_penalty = length_penalty
+        self.force_end = force_end
+        self.ids = special_ids(target_tokenizer)
+
+    def _decode_args(self):
+        return dict(max_length=self.max_length, start_id=self.ids["start"],
+                    end_id=self.ids["end"], pad_id=self.ids["pad"], force_end=self.force_end)
 
     def source_ids(self, text):
         """Strings (B,) -> source ids int32 (B, S): tokens cut to max_length - 1, + [END], 0-padded."""
         ids = tf.cast(self.source_tokenizer.tokenize(text), tf.int32)  # (B, (T))
         ids = ids[:, : self.max_length - 1]
-        end = tf.fill([tf.shape(text)[0], 1], tf.constant(END_ID, tf.int32))
-        return tf.concat([ids, end], axis=1).to_tensor(default_value=PAD_ID)  # (B, S)
+        end = tf.fill([tf.shape(text)[0], 1], tf.constant(self.ids["end"], tf.int32))
+        return tf.concat([ids, end], axis=1).to_tensor(default_value=self.ids["pad"])  # (B, S)
 
     def sequence_log_prob(self, source, tokens):
         """Sum of log p(token) over each row of `tokens` (B, L), up to and including [END].
@@ -252,12 +278,13 @@ class TranslationModule(tf.Module):
         """
         batch = tf.shape(tokens)[0]
         target = tf.concat(
-            [tf.fill([batch, 1], tf.constant(START_ID, tf.int32)), tokens[:, :-1]], axis=1
+            [tf.fill([batch, 1], tf.constant(self.ids["start"], tf.int32)), tokens[:, :-1]], axis=1
         )
         logits = self.model({"source": source, "target": target}, training=False)  # (B, L, V)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         chosen = tf.gather(log_probs, tokens, batch_dims=2)  # (B, L)
-        after_end = tf.cumsum(tf.cast(tf.equal(tokens, END_ID), tf.int32), axis=1, exclusive=True)
+        end = tf.cast(tf.equal(tokens, self.ids["end"]), tf.int32)
+        after_end = tf.cumsum(end, axis=1, exclusive=True)
         return tf.reduce_sum(tf.where(after_end > 0, tf.zeros_like(chosen), chosen), axis=1)
 
     def _outputs(self, text, run):
@@ -284,9 +311,8 @@ class TranslationModule(tf.Module):
                 source,
                 beam_size=self.beam_size,
                 alpha=self.alpha,
-                max_length=self.max_length,
-                start_id=START_ID,
-                end_id=END_ID,
+                length_penalty=self.length_penalty,
+                **self._decode_args(),
             )
 
         return self._outputs(text, run)
@@ -294,9 +320,7 @@ class TranslationModule(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def greedy(self, text):
         def run(source):
-            tokens = decode.greedy_decode(
-                self.model, source, max_length=self.max_length, start_id=START_ID, end_id=END_ID
-            )
+            tokens = decode.greedy_decode(self.model, source, **self._decode_args())
             return tokens, self.sequence_log_prob(source, tokens)
 
         return self._outputs(text, run)
@@ -429,10 +453,12 @@ def export(
     tokenizer=None,
     target_tokenizer=None,
     beam_size=4,
-    alpha=0.6,
+    alpha=None,
     max_length=None,
     top_k=None,
     class_names=None,
+    length_penalty=None,
+    force_end=None,
 ):
     """Write a zoo model as a TF Serving SavedModel version (see the module docstring).
 
@@ -447,8 +473,14 @@ def export(
             (`zoo.text.WordPieceTokenizer`, or a directory written by its
             `save`), also used for the target unless `target_tokenizer` is given.
         target_tokenizer: translation models with separate vocabularies.
-        beam_size, alpha: `serving_default`'s beam width and GNMT length
-            penalty (Wu et al. 2016; the Transformer paper: 4 and 0.6).
+        beam_size, alpha: `serving_default`'s beam width and length penalty
+            (GNMT's, Wu et al. 2016; the Transformer paper: 4 and 0.6). Default
+            alpha: 0.6, or 1.0 (Hugging Face's default) with `length_penalty="hf"`.
+        length_penalty: `"gnmt"` or `"hf"` (`zoo.decode.beam_search`); default
+            `"hf"` for a tokenizer with its own `special_ids` (imported Marian
+            models), else `"gnmt"`.
+        force_end: emit [END] at the length limit (`zoo.decode`); default as
+            `length_penalty` (True for imported Marian models).
         max_length: translation models: sources are cut to `max_length - 1`
             tokens plus [END], and at most `max_length` tokens are generated.
             Default: the Transformer's position table size; 128 for RNNsearch.
@@ -486,7 +518,8 @@ def export(
         if class_names is not None:
             raise ValueError("export: `class_names` is for ViT models only.")
         module, signatures, metadata = _translation_export(
-            obj, family, tokenizer, target_tokenizer, beam_size, alpha, max_length
+            obj, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
+            length_penalty, force_end,
         )
 
     base.mkdir(parents=True, exist_ok=True)
@@ -515,7 +548,8 @@ def export(
     return _write_atomically(base, version, save)
 
 
-def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha, max_length):
+def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
+                        length_penalty=None, force_end=None):
     import tensorflow_text
 
     if tokenizer is None:
@@ -537,6 +571,17 @@ def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, a
         "target",
     )
     _check_int("beam_size", beam_size, 1)
+    imported = getattr(target_tokenizer, "special_ids", None) is not None
+    if length_penalty is None:
+        length_penalty = "hf" if imported else "gnmt"
+    if length_penalty not in decode.LENGTH_PENALTIES:
+        raise ValueError(
+            f"export: `length_penalty` must be one of {decode.LENGTH_PENALTIES}; "
+            f"received length_penalty={length_penalty!r}."
+        )
+    force_end = imported if force_end is None else bool(force_end)
+    if alpha is None:
+        alpha = 1.0 if length_penalty == "hf" else 0.6
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
         raise ValueError(f"export: `alpha` must be a number >= 0; received alpha={alpha!r}.")
     limit = _position_limit(model) if family == "transformer" else None
@@ -545,7 +590,8 @@ def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, a
     _check_int("max_length", max_length, 2, limit)
 
     module = TranslationModule(
-        model, source_tokenizer, target_tokenizer, max_length, beam_size, float(alpha)
+        model, source_tokenizer, target_tokenizer, max_length, beam_size, float(alpha),
+        length_penalty, force_end,
     )
     signatures = {"serving_default": module.beam, "greedy": module.greedy}
     metadata = {
@@ -557,7 +603,9 @@ def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, a
         "max_length": max_length,
         "beam_size": beam_size,
         "alpha": float(alpha),
-        "special_ids": {"pad": PAD_ID, "start": START_ID, "end": END_ID},
+        "length_penalty": length_penalty,
+        "force_end": force_end,
+        "special_ids": module.ids,
     }
     return module, signatures, metadata
 

@@ -22,6 +22,11 @@ positions must be masked out of the loss (e.g.
 
 Elements: `({"source": int32 (B, S), "target": int32 (B, T)}, labels int32
 (B, T))`, with S and T the longest in the batch (or bucket).
+
+A target tokenizer with its own `special_ids` (an imported Marian model's,
+`zoo.marian_tokenizer`) replaces `[START]`, `[END]` and the padding by its
+ids: for OPUS-MT, `target = [<pad>] + y`, `labels = y + [</s>]`, padded
+with `<pad>` (the model's `pad_id`, which its loss ignores).
 """
 
 import tensorflow as tf
@@ -135,6 +140,9 @@ def make_translation_dataset(
             raise ValueError(f"{name} must have a tokenize method; received {tokenizer!r}")
     if bucket_boundaries is not None:
         bucket_boundaries = _check_bucket_boundaries(bucket_boundaries, max_length)
+    own = getattr(target_tokenizer, "special_ids", None) or {}
+    ids = {"start": own.get("start", START_ID), "end": own.get("end", END_ID),
+           "pad": own.get("pad", PAD_ID)}
 
     dataset = tf.data.Dataset.from_tensor_slices(
         (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
@@ -150,8 +158,8 @@ def make_translation_dataset(
         source = tf.cast(source, tf.int32)
         words = tf.cast(words, tf.int32)
         rows = tf.shape(source_text)[0]
-        start = tf.fill([rows, 1], tf.constant(START_ID, tf.int32))
-        end = tf.fill([rows, 1], tf.constant(END_ID, tf.int32))
+        start = tf.fill([rows, 1], tf.constant(ids["start"], tf.int32))
+        end = tf.fill([rows, 1], tf.constant(ids["end"], tf.int32))
         return (
             tf.concat([source, end], axis=1),  # (b, (S))
             tf.concat([start, words], axis=1),  # (b, (T))
@@ -168,9 +176,9 @@ def make_translation_dataset(
 
     padded_shapes = ([None], [None], [None])
     padding_values = (
-        tf.constant(PAD_ID, tf.int32),
-        tf.constant(PAD_ID, tf.int32),
-        tf.constant(PAD_ID, tf.int32),
+        tf.constant(ids["pad"], tf.int32),
+        tf.constant(ids["pad"], tf.int32),
+        tf.constant(ids["pad"], tf.int32),
     )
     if bucket_boundaries is None:
         dataset = dataset.padded_batch(

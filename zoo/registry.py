@@ -27,6 +27,7 @@ class Family:
     compile_fn: Callable | None = None
     search_space: Callable | None = None
     read_weights: Callable | None = None
+    import_weights: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,14 +75,18 @@ def check_choice(config, name, choices):
 # === Registration ===
 
 
-def register_family(config_class, name, compile_fn=None, search_space=None, read_weights=None):
+def register_family(config_class, name, compile_fn=None, search_space=None, read_weights=None,
+                    import_weights=None):
     """Declare a config class as a model family with its recipe and search space.
 
-    `read_weights`: `path -> checkpoint` for `zoo.get(name, weights=path)`;
+    Pretrained weights (`zoo.get(name, weights=path)`), one of two ways:
+    `read_weights`: `path -> checkpoint`, loaded into the entry's own model;
     the checkpoint has `overrides(user_overrides) -> config overrides` and
-    `load_into(model, config, name)` (see `zoo.vit_checkpoints.Checkpoint`).
+    `load_into(model, config, name)` (ViT, `zoo.vit_checkpoints.Checkpoint`).
+    `import_weights(path, base_config, **overrides) -> (model, config)`: the
+    family builds the model from the folder itself (Transformer, `zoo.marian`).
     """
-    _FAMILIES[config_class] = Family(name, compile_fn, search_space, read_weights)
+    _FAMILIES[config_class] = Family(name, compile_fn, search_space, read_weights, import_weights)
 
 
 def register_search_space(config_class, search_space):
@@ -216,6 +221,9 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             optimizer are created inside its scope, and `model.fit` then
             distributes its dataset over the replicas (see `zoo.distribute`).
         compile: compile with the family's training recipe.
+        weights: a folder of pretrained weights the family imports (Transformer:
+            a Hugging Face Marian / OPUS-MT folder, `zoo.marian`); the sizes
+            come from the folder, `name`'s config gives the training recipe.
         **overrides: config fields to change (`zoo.config(name).__dataclass_fields__`).
 
     Returns:
@@ -227,9 +235,11 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             (`zoo.distribute.check_jit_compile`).
     """
     item = _entry(name)
-    checkpoint = None
+    checkpoint = importer = None
     if weights is not None:
-        checkpoint, overrides = _read_weights(name, weights, overrides)
+        importer = _family_attr(item.config, "import_weights")
+        if importer is None:
+            checkpoint, overrides = _read_weights(name, weights, overrides)
     cfg = config(name, **overrides)
     if isinstance(strategy, str):
         from zoo.distribute import get_strategy
@@ -242,9 +252,12 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
         check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
-        model = item.builder(cfg)
-        if checkpoint is not None:
-            checkpoint.load_into(model, cfg, name)
+        if importer is not None:
+            model, cfg = importer(weights, item.config, **overrides)
+        else:
+            model = item.builder(cfg)
+            if checkpoint is not None:
+                checkpoint.load_into(model, cfg, name)
         if compile:
             compile_fn = item.compile_fn or _family_attr(cfg, "compile_fn")
             if compile_fn is not None:
@@ -265,8 +278,8 @@ def _read_weights(name, weights, overrides):
     """`(checkpoint, overrides with the file's fields and recipe under them)`."""
     read_weights = _family_attr(_entry(name).config, "read_weights")
     if read_weights is None:
-        raise ValueError(f"Model {name!r} has no checkpoint reader; `weights=` is for the ViT "
-                         "family.")
+        raise ValueError(f"Model {name!r} ({_entry(name).family}) cannot load `weights`; "
+                         f"received {weights!r}.")
     checkpoint = read_weights(weights)
     return checkpoint, checkpoint.overrides(overrides)
 

@@ -8,7 +8,9 @@
 Both run inside the TensorFlow graph, share the reserved ids `[PAD]`=0,
 `[UNK]`=1, `[START]`=2, `[END]`=3 and the methods `tokenize`, `detokenize`,
 `lookup`, `vocab_size`, `save` and `load`, so the pipeline, the decoders and
-the exports take either. A saved folder says which it holds in
+the exports take either. A third kind is only loaded, never learned:
+`"marian"` (`zoo.marian_tokenizer`), the tokenizers of an imported OPUS-MT
+model, with its own special ids. A saved folder says which it holds in
 `tokenizer.json` (`"type"`); one without a type is a WordPiece folder.
 """
 
@@ -49,6 +51,10 @@ def load(directory):
         saved_type = json.loads(config_path.read_text(encoding="utf-8")).get("type", "wordpiece")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         raise ValueError(f"{config_path} is corrupt: not a JSON object") from None
+    if saved_type == "marian":  # imported with a Marian model (zoo.marian)
+        from zoo.marian_tokenizer import MarianTokenizer
+
+        return MarianTokenizer.load(directory)
     if check_name(saved_type) == "sentencepiece":
         return SentencePieceTokenizer.load(directory)
     return text.WordPieceTokenizer.load(directory)

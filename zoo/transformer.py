@@ -3,6 +3,12 @@
 Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing: the
 target is the decoder input, `[START] y_1 … y_n`; id 0 is padding), output
 logits `(B, T, V)`.
+
+The config also expresses imported Marian (OPUS-MT) models (`zoo.marian`):
+swish or GELU feed-forward activations, sinusoidal positions in [sin | cos]
+halves, unscaled embeddings, a `final_logits_bias`, and special ids other
+than the zoo's (`pad_id`, `start_id`, `end_id`; Marian starts decoding from
+its padding id, and its `</s>` is id 0).
 """
 
 import dataclasses
@@ -10,7 +16,10 @@ import dataclasses
 import keras
 
 import keras_attention as ka
+from keras_attention.layers.positional import LAYOUTS
 from zoo import registry
+
+ACTIVATIONS = ("relu", "gelu", "swish")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +48,13 @@ class TransformerConfig:
     norm_first: bool = False
     positional: str = "sinusoidal"
     layer_norm_epsilon: float = 1e-6
+    activation: str = "relu"
+    positional_layout: str = "interleaved"
+    scale_embeddings: bool = True
+    final_logits_bias: bool = False
+    pad_id: int = 0
+    start_id: int = 2
+    end_id: int = 3
     # "softmax" (the paper) or "linear" (Katharopoulos et al. 2020: O(n) in the length,
     # cached decoding keeps a constant-size state per layer instead of keys and values).
     attention: str = "softmax"
@@ -65,6 +81,21 @@ class TransformerConfig:
                 registry.check_positive(self, name)
         registry.check_rate(self, "dropout", "attention_dropout", "label_smoothing")
         registry.check_choice(self, "positional", ("sinusoidal", "learned"))
+        registry.check_choice(self, "activation", ACTIVATIONS)
+        registry.check_choice(self, "positional_layout", LAYOUTS)
+        for name in ("scale_embeddings", "final_logits_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"`{name}` must be a bool; received {name}={getattr(self, name)!r}.")
+        smallest = min(self.source_vocab, self.target_vocab)
+        for name in ("pad_id", "start_id", "end_id"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < smallest:
+                raise ValueError(
+                    f"`{name}` must be an id in [0, {smallest}) (the vocabulary); "
+                    f"received {name}={value!r}."
+                )
+        if self.end_id == self.pad_id:
+            raise ValueError(f"`end_id` must differ from `pad_id`; both are {self.pad_id}.")
         registry.check_choice(self, "attention", ("softmax", "linear"))
         if self.attention == "linear" and self.attention_dropout > 0:
             raise ValueError(
@@ -108,8 +139,10 @@ class TransformerConfig:
             embeddings = (self.source_vocab + self.target_vocab) * d + 2 * positions
         output = 0 if self.tie_embeddings else d * self.target_vocab
         final_norms = 2 * norm if self.norm_first else 0
+        logits_bias = self.target_vocab if self.final_logits_bias else 0
         return (
-            embeddings
+            logits_bias
+            + embeddings
             + self.num_encoder_layers * encoder_layer
             + self.num_decoder_layers * decoder_layer
             + final_norms
@@ -130,8 +163,10 @@ def _embedding(config, vocabulary_size, name):
         config.max_length,
         config.d_model,
         positional=config.positional,
-        mask_zero=True,
+        mask_zero=config.pad_id == 0,
+        scale_embeddings=config.scale_embeddings,
         dropout=config.dropout,
+        layout=config.positional_layout,
         name=name,
     )
 
@@ -142,10 +177,50 @@ def _block_args(config):
         intermediate_dim=config.intermediate_dim,
         dropout=config.dropout,
         attention_dropout=config.attention_dropout,
+        activation=config.activation,
         norm_first=config.norm_first,
         layer_norm_epsilon=config.layer_norm_epsilon,
         attention=config.attention,
     )
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class PaddingMask(keras.layers.Layer):
+    """ids `(B, L)` -> bool `(B, L)`, True where `ids != pad_id` (for `pad_id != 0`)."""
+
+    def __init__(self, pad_id, **kwargs):
+        super().__init__(**kwargs)
+        self.pad_id = pad_id
+
+    def call(self, ids):
+        return keras.ops.not_equal(ids, self.pad_id)
+
+    def compute_output_spec(self, ids):
+        return keras.KerasTensor(ids.shape, dtype="bool")
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FinalLogitsBias(keras.layers.Layer):
+    """Adds a fixed bias `(V,)` to logits `(B, T, V)` (Marian's `final_logits_bias`).
+
+    The bias is a non-trainable weight: imported checkpoints set it; Marian
+    keeps it as a buffer that training does not change.
+    """
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(
+            name="bias", shape=(input_shape[-1],), initializer="zeros", trainable=False
+        )
+        self.built = True
+
+    def call(self, logits):
+        return logits + keras.ops.cast(self.bias, logits.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
 
 
 def build(config):
@@ -154,10 +229,17 @@ def build(config):
     Layer names (used by decoding and attention inspection): `source_embedding`,
     `target_embedding` (the same layer when the vocabulary is shared),
     `encoder_block_{i}`, `decoder_block_{i}`, `encoder_norm`/`decoder_norm`
-    (pre-norm only), `output_projection` (untied only).
+    (pre-norm only), `output_projection` (untied only), `final_logits_bias`
+    (with that field), `source_padding_mask` (with `pad_id != 0`).
     """
     source = keras.Input((None,), dtype="int32", name="source")
     target = keras.Input((None,), dtype="int32", name="target")
+    # pad_id 0: the embeddings' Keras masks; otherwise explicit source masks and
+    # a decoder masked by causality only (it starts from pad_id in Marian).
+    masks = {}
+    if config.pad_id != 0:
+        source_mask = PaddingMask(config.pad_id, name="source_padding_mask")(source)  # (B, S)
+        masks = {"padding_mask": source_mask}
 
     # === Embeddings (shared and tied as in the paper by default) ===
     if config.shared_vocabulary:
@@ -171,7 +253,9 @@ def build(config):
     # === Encoder ===
     x = source_embedding(source)  # (B, S, D), Keras mask (B, S)
     for i in range(config.num_encoder_layers):
-        x = ka.TransformerEncoderBlock(**_block_args(config), name=f"encoder_block_{i}")(x)
+        x = ka.TransformerEncoderBlock(**_block_args(config), name=f"encoder_block_{i}")(
+            x, **masks
+        )
     if config.norm_first:
         x = keras.layers.LayerNormalization(
             epsilon=config.layer_norm_epsilon, name="encoder_norm"
@@ -182,7 +266,7 @@ def build(config):
     y = target_embedding(target)  # (B, T, D)
     for i in range(config.num_decoder_layers):
         y = ka.TransformerDecoderBlock(**_block_args(config), name=f"decoder_block_{i}")(
-            y, encoder_output
+            y, encoder_output, **({"encoder_padding_mask": masks["padding_mask"]} if masks else {})
         )
     if config.norm_first:
         y = keras.layers.LayerNormalization(
@@ -196,6 +280,8 @@ def build(config):
         logits = keras.layers.Dense(
             config.target_vocab, use_bias=False, name="output_projection"
         )(y)
+    if config.final_logits_bias:
+        logits = FinalLogitsBias(name="final_logits_bias")(logits)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
     return keras.Model({"source": source, "target": target}, logits, name="transformer")
 
@@ -207,8 +293,10 @@ def compile_model(model, config):
     )
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-        loss=ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
-        metrics=[ka.MaskedAccuracy()],
+        loss=ka.MaskedSparseCategoricalCrossentropy(
+            label_smoothing=config.label_smoothing, pad_id=config.pad_id
+        ),
+        metrics=[ka.MaskedAccuracy(pad_id=config.pad_id)],
         jit_compile=config.jit_compile,
     )
 
@@ -231,8 +319,10 @@ def attention_weights(model, inputs):
     target_embedding = layers["shared_embedding" if shared else "target_embedding"]
     source = keras.ops.convert_to_tensor(inputs["source"], "int32")
     target = keras.ops.convert_to_tensor(inputs["target"], "int32")
-    source_mask = keras.ops.not_equal(source, 0)
-    target_mask = keras.ops.not_equal(target, 0)
+    padding = layers.get("source_padding_mask")  # models with pad_id != 0 (Marian)
+    source_mask = keras.ops.not_equal(source, padding.pad_id if padding else 0)
+    # With pad_id != 0 the decoder is masked by causality only (it starts from pad_id).
+    target_mask = None if padding else keras.ops.not_equal(target, 0)
     weights = {}
     x = source_embedding(source)
     i = 0
@@ -260,7 +350,16 @@ def attention_weights(model, inputs):
     return weights
 
 
-registry.register_family(TransformerConfig, "transformer", compile_fn=compile_model)
+def import_weights(folder, base, **overrides):
+    """`zoo.get(name, weights=folder)`: a Marian (OPUS-MT) folder, see `zoo.marian`."""
+    from zoo import marian
+
+    return marian.build_model(folder, base, **overrides)
+
+
+registry.register_family(
+    TransformerConfig, "transformer", compile_fn=compile_model, import_weights=import_weights
+)
 
 _PAPER = "Vaswani et al., Attention Is All You Need, NeurIPS 2017, Table 3"
 _TINY = dict(

@@ -32,4 +32,5 @@ __all__ = [
     "TokenAndPositionEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "receptive_field",
 ]

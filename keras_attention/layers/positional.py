@@ -21,11 +21,26 @@ def _check_length(layer_name, length, sequence_length, start_index=0):
         )
 
 
-def sinusoidal_table(positions, depth, max_wavelength, dtype):
-    """`P[i, c]` for the given (float) positions `(L,)`, computed in-graph: `(L, depth)`."""
-    pair = np.arange(depth) // 2  # j for column c = 2j or 2j+1
+LAYOUTS = ("interleaved", "halves")
+
+
+def sinusoidal_table(positions, depth, max_wavelength, dtype, layout="interleaved"):
+    """`P[i, c]` for the given (float) positions `(L,)`, computed in-graph: `(L, depth)`.
+
+    `layout="interleaved"` (the paper): columns 2j, 2j+1 hold sin, cos of `i·ω_j`;
+    `"halves"` (Marian, fairseq): the first ⌈D/2⌉ columns hold the sines, the
+    rest the cosines, `[sin(i·ω_0) … | cos(i·ω_0) …]`; `ω_j = max_wavelength^(-2j/D)`.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"`layout` must be one of {LAYOUTS}; received layout={layout!r}.")
+    columns = np.arange(depth)
+    sines = (depth + 1) // 2
+    if layout == "interleaved":
+        pair, is_sine = columns // 2, columns % 2 == 0  # j for column c = 2j or 2j+1
+    else:
+        pair = np.where(columns < sines, columns, columns - sines)
+        is_sine = columns < sines
     frequencies = np.power(float(max_wavelength), -2.0 * pair / depth).astype("float32")  # ω_j
-    is_sine = (np.arange(depth) % 2 == 0)
     angles = ops.expand_dims(positions, -1) * frequencies  # (L, depth)
     table = ops.where(is_sine, ops.sin(angles), ops.cos(angles))
     return ops.cast(table, dtype)
@@ -40,6 +55,8 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     Args:
         max_wavelength: the base, 10000 in the paper.
+        layout: `"interleaved"` (above) or `"halves"`: all sines, then all
+            cosines, as Marian lays them out (`sinusoidal_table`).
 
     Call arguments:
         inputs: `(B, L, D)`.
@@ -49,11 +66,14 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         `(B, L, D)`; the input's Keras mask is kept.
     """
 
-    def __init__(self, max_wavelength=10000, **kwargs):
+    def __init__(self, max_wavelength=10000, layout="interleaved", **kwargs):
         super().__init__(**kwargs)
         if not max_wavelength > 0:
             raise ValueError(f"`max_wavelength` must be positive; received {max_wavelength!r}.")
+        if layout not in LAYOUTS:
+            raise ValueError(f"`layout` must be one of {LAYOUTS}; received layout={layout!r}.")
         self.max_wavelength = max_wavelength
+        self.layout = layout
         self.supports_masking = True
 
     def call(self, inputs, start_index=0):
@@ -64,7 +84,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
             )
         length = ops.shape(inputs)[1]
         positions = ops.cast(ops.arange(length) + start_index, "float32")
-        table = sinusoidal_table(positions, inputs.shape[-1], self.max_wavelength, self.compute_dtype)
+        table = sinusoidal_table(
+            positions, inputs.shape[-1], self.max_wavelength, self.compute_dtype, self.layout
+        )
         return inputs + table
 
     def compute_output_shape(self, input_shape):
@@ -72,7 +94,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength})
+        config.update({"max_wavelength": self.max_wavelength, "layout": self.layout})
         return config
 
 
@@ -153,6 +175,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         positional: `"sinusoidal"` or `"learned"`.
         mask_zero: id 0 is padding: a Keras mask `(B, L)` is attached to the output.
         scale_embeddings: multiply token embeddings by √D (the paper).
+        layout: sinusoidal layout, `"interleaved"` or `"halves"` (see `sinusoidal_table`).
         dropout: dropout rate on the sum.
         embeddings_initializer: initializer of the token matrix (default
             normal with stddev D^-0.5, so that the scaled embeddings have unit scale).
@@ -178,6 +201,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         dropout=0.0,
         embeddings_initializer=None,
         max_wavelength=10000,
+        layout="interleaved",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -197,6 +221,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.scale_embeddings = scale_embeddings
         self.dropout = dropout
         self.max_wavelength = max_wavelength
+        self.layout = layout
         if embeddings_initializer is None:
             embeddings_initializer = keras.initializers.RandomNormal(stddev=embedding_dim**-0.5)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
@@ -213,7 +238,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             )
         else:
             self.position_embedding = SinusoidalPositionalEncoding(
-                max_wavelength, dtype=self.dtype_policy, name="position_embedding"
+                max_wavelength, layout, dtype=self.dtype_policy, name="position_embedding"
             )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.supports_masking = mask_zero
@@ -278,6 +303,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                     self.embeddings_initializer
                 ),
                 "max_wavelength": self.max_wavelength,
+                "layout": self.layout,
             }
         )
         return config

@@ -1,0 +1,372 @@
+"""Marian (OPUS-MT) import against Hugging Face's own outputs (torch-free).
+
+`tests/fixtures/marian_tiny` was written by `tools/make_marian_fixtures.py`
+with transformers' `MarianMTModel` and `MarianTokenizer`: a tiny random model
+in the Hugging Face folder layout and its references (encoder outputs,
+teacher-forced logits, greedy and beam-4 ids, detokenized strings).
+"""
+
+import json
+import pathlib
+import pickle
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import zoo
+from zoo import decode, marian, tokenizers
+from zoo.transformer import TransformerConfig
+
+FOLDER = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
+
+
+@pytest.fixture(scope="module")
+def references():
+    arrays = dict(np.load(FOLDER / "references.npz"))
+    return {**arrays, **json.loads((FOLDER / "references.json").read_text(encoding="utf-8"))}
+
+
+@pytest.fixture(scope="module")
+def imported():
+    return marian.import_folder(FOLDER)
+
+
+def decode_args(tokenizer, references):
+    ids = tokenizer.special_ids
+    return dict(max_length=references["max_new_tokens"], start_id=ids["start"],
+                end_id=ids["end"], pad_id=ids["pad"], force_end=True)
+
+
+def generated(ids, pad):
+    """Hugging Face's `generate` rows without the decoder start, padding dropped."""
+    return [[int(t) for t in row[1:] if t != pad] for row in ids]
+
+
+def ours(ids, pad):
+    return [[int(t) for t in row if t != pad] for row in np.asarray(ids)]
+
+
+# === Config fields ===
+
+
+def test_defaults_are_the_papers():
+    config = TransformerConfig()
+    assert (config.activation, config.positional_layout, config.scale_embeddings,
+            config.final_logits_bias, config.pad_id, config.start_id, config.end_id) == (
+        "relu", "interleaved", True, False, 0, 2, 3)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("activation", "tanh"), ("positional_layout", "sin-cos"), ("scale_embeddings", 1),
+    ("final_logits_bias", "yes"), ("pad_id", 8000), ("end_id", -1), ("start_id", 1.5),
+])
+def test_bad_config_fields_are_refused(field, value):
+    with pytest.raises(ValueError, match=f"`{field}`"):
+        zoo.config("transformer-tiny", **{field: value})
+
+
+def test_end_id_must_differ_from_pad_id():
+    with pytest.raises(ValueError, match="end_id"):
+        zoo.config("transformer-tiny", pad_id=5, end_id=5)
+
+
+def test_halves_layout_is_marians_table():
+    from keras_attention.layers.positional import sinusoidal_table
+
+    positions, depth = np.arange(7, dtype="float32"), 10
+    table = sinusoidal_table(positions, depth, 10000, "float32", layout="halves").numpy()
+    # transformers' MarianSinusoidalPositionalEmbedding.create_weight, in numpy.
+    angles = np.array([[p / np.power(10000, 2 * (j // 2) / depth) for j in range(depth)]
+                       for p in range(7)])
+    expected = np.concatenate([np.sin(angles[:, 0::2]), np.cos(angles[:, 1::2])], axis=1)
+    np.testing.assert_allclose(table, expected, atol=1e-6)
+    interleaved = sinusoidal_table(positions, depth, 10000, "float32").numpy()
+    np.testing.assert_allclose(interleaved[:, 0::2], expected[:, :5], atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "swish"])
+def test_activation_reaches_the_feed_forward(activation):
+    model = zoo.get("transformer-tiny", compile=False, activation=activation, num_encoder_layers=1,
+                    num_decoder_layers=1, vocabulary_size=50)
+    block = model.get_layer("encoder_block_0")
+    assert block.feed_forward.activation is keras.activations.get(activation)
+
+
+def test_marian_fields_build_save_and_count():
+    overrides = dict(vocabulary_size=60, activation="swish", positional_layout="halves",
+                     scale_embeddings=False, final_logits_bias=True, pad_id=59, start_id=59,
+                     end_id=0, num_encoder_layers=1, num_decoder_layers=1)
+    model = zoo.get("transformer-tiny", **overrides)
+    assert model.count_params() == zoo.config("transformer-tiny", **overrides).num_params()
+    inputs = {"source": np.array([[5, 0, 7, 59, 59]]), "target": np.array([[59, 4, 0]])}
+    # With pad_id 59, id 0 is a real token of the source: masking it changes the output.
+    other = {"source": np.array([[5, 1, 7, 59, 59]]), "target": inputs["target"]}
+    assert not np.allclose(model(inputs), model(other))
+
+
+# === Parity with Hugging Face ===
+
+
+def test_encoder_and_logits_match(imported, references):
+    model = imported[0]
+    logits = model({"source": references["input_ids"], "target": references["decoder_input_ids"]})
+    np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)
+    layers = {layer.name: layer for layer in model.layers}
+    source = tf.constant(references["input_ids"])
+    mask = tf.not_equal(source, imported[1].pad_id)
+    x = layers["shared_embedding"](source)
+    for i in range(2):
+        x = layers[f"encoder_block_{i}"](x, padding_mask=mask)
+    real = references["attention_mask"].astype(bool)
+    np.testing.assert_allclose(x.numpy()[real], references["encoder_output"][real], atol=1e-4)
+
+
+def test_tokenizer_matches(imported, references):
+    source, target = imported[1], imported[2]
+    ids = source.tokenize(tf.constant(references["sentences"])).to_list()
+    pad = source.pad_id
+    assert [row + [source.end_id] for row in ids] == ours(references["input_ids"], pad)
+    pieces = [[p.decode() for p in row] for row in source.lookup(tf.ragged.constant(ids)).to_list()]
+    assert [row + ["</s>"] for row in pieces] == [
+        [p for p in row if p != "<pad>"] for row in references["pieces"]]
+    texts = target.detokenize(tf.constant(references["beam_ids"])).numpy()
+    assert [t.decode() for t in texts] == references["beam_text"]
+
+
+def test_language_code_is_one_piece(imported):
+    source = imported[1]
+    with_code = source.tokenize(tf.constant([">>de<< Hello"])).to_list()[0]
+    without = source.tokenize(tf.constant([" Hello"])).to_list()[0]
+    assert with_code == [source.unk_id] + without  # >>de<< is not in this vocab.json
+
+
+def test_greedy_ids_match(imported, references):
+    model, _, target = imported
+    tokens = decode.greedy_decode(model, references["input_ids"], **decode_args(target, references))
+    assert ours(tokens, target.pad_id) == generated(references["greedy_ids"], target.pad_id)
+    texts = [t.decode() for t in target.detokenize(tokens).numpy()]
+    assert texts == references["greedy_text"]
+
+
+def test_beam_ids_match(imported, references):
+    model, _, target = imported
+    tokens, scores = decode.beam_search(
+        model, references["input_ids"], beam_size=references["num_beams"],
+        alpha=references["length_penalty"], length_penalty="hf",
+        **decode_args(target, references))
+    assert ours(tokens, target.pad_id) == generated(references["beam_ids"], target.pad_id)
+    assert np.all(np.isfinite(scores.numpy()))
+
+
+def test_saved_imported_model_gives_the_same_logits(imported, references, tmp_path):
+    model, source, _ = imported
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras", compile=False)
+    inputs = {"source": references["input_ids"], "target": references["decoder_input_ids"]}
+    np.testing.assert_allclose(loaded(inputs), references["logits"], atol=1e-4)
+    source.save(tmp_path / "tokenizer")
+    reloaded = tokenizers.load(tmp_path / "tokenizer")
+    tf.random.set_seed(0)  # clears the eager kernel cache: the op must survive it
+    strings = tf.constant(references["sentences"])
+    assert reloaded.tokenize(strings).to_list() == source.tokenize(strings).to_list()
+    assert reloaded.special_ids == source.special_ids
+
+
+def test_zoo_get_with_weights(references):
+    model = zoo.get("transformer-base", weights=FOLDER)
+    assert model.compiled and model.get_layer("encoder_block_0").self_attention.num_heads == 4
+    logits = model({"source": references["input_ids"], "target": references["decoder_input_ids"]})
+    np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)
+    with pytest.raises(ValueError, match="d_model=256 differs"):
+        zoo.get("transformer-base", weights=FOLDER, d_model=256)
+
+
+# === Bad folders: one line naming the file or field ===
+
+
+def broken_copy(tmp_path, edit=None, remove=None):
+    folder = tmp_path / "folder"
+    shutil.copytree(FOLDER, folder)
+    if remove:
+        (folder / remove).unlink()
+    if edit:
+        config = json.loads((folder / "config.json").read_text())
+        config.update(edit)
+        (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("edit, remove, error, message", [
+    (None, "vocab.json", FileNotFoundError, r"vocab\.json: not found"),
+    (None, "model.safetensors", ValueError, r"model\.safetensors: not found \(nor pytorch_model\.bin\)"),
+    ({"d_model": 64}, None, ValueError, r"model\.shared\.weight has shape \(110, 32\).*d_model=64"),
+    ({"model_type": "bart"}, None, ValueError, r"model_type='bart' is not supported"),
+    ({"normalize_before": True}, None, ValueError, r"normalize_before=True cannot be expressed"),
+    ({"activation_function": "tanh"}, None, ValueError, r"activation_function='tanh'"),
+    ({"decoder_ffn_dim": 128}, None, ValueError, r"encoder_ffn_dim=64 differs from decoder_ffn_dim"),
+])
+def test_bad_folders_are_refused_in_one_line(tmp_path, edit, remove, error, message):
+    folder = broken_copy(tmp_path, edit, remove)
+    with pytest.raises(error, match=message) as caught:
+        marian.import_folder(folder)
+    assert "\n" not in str(caught.value)
+
+
+# === The SavedModel, in a process without our code ===
+
+
+@pytest.mark.slow
+def test_export_serves_the_reference_strings(imported, references, tmp_path):
+    from test_export import SERVE_SCRIPT, text_op_libraries
+
+    path = marian.export_folder(FOLDER, tmp_path / "opus", max_length=references["max_new_tokens"])
+    metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
+    assert metadata["length_penalty"] == "hf" and metadata["alpha"] == 1.0
+    assert metadata["special_ids"] == {"pad": 109, "start": 109, "end": 0}
+    sentences = np.array([s.encode() for s in references["sentences"]], dtype=object)
+    request = {
+        "exports": {"opus": str(path)}, "ops": {"opus": []}, "op_libraries": text_op_libraries(),
+        "calls": {name: ("opus", name, {"text": sentences})
+                  for name in ("serving_default", "greedy")},
+    }
+    (tmp_path / "request.pkl").write_bytes(pickle.dumps(request))
+    (tmp_path / "serve.py").write_text(SERVE_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "serve.py"), str(tmp_path / "request.pkl"),
+         str(tmp_path / "report.pkl")], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = pickle.loads((tmp_path / "report.pkl").read_bytes())
+    assert report["imported"] == []
+    beam, greedy = report["results"]["serving_default"], report["results"]["greedy"]
+    assert [t.decode() for t in beam["translation"]] == references["beam_text"]
+    assert [t.decode() for t in greedy["translation"]] == references["greedy_text"]
+    assert ours(beam["tokens"], 109) == generated(references["beam_ids"], 109)
+
+
+# === Fine-tuning with the folder's own tokenizers ===
+
+
+def test_fine_tuning_uses_marians_ids(imported, tmp_path):
+    from zoo import pipeline
+
+    _, source, target = imported
+    model = zoo.get("transformer-base", weights=FOLDER, dropout=0.0)
+    pairs = [("The cat sees the old house.", "Die Katze sieht das alte Haus."),
+             ("Hello, World.", "Hallo, Welt.")] * 4
+    dataset = pipeline.make_translation_dataset(pairs, source, target, batch_size=4,
+                                                max_length=32, shuffle=False)
+    inputs, labels = next(iter(dataset))
+    pad, end = target.pad_id, target.end_id
+    assert np.all(inputs["target"].numpy()[:, 0] == target.start_id)
+    assert all(end in row for row in labels.numpy().tolist())
+    assert inputs["source"].numpy()[1].tolist()[-1] == pad  # "Hello, World." is shorter
+    before = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
+    model.fit(dataset, epochs=3, verbose=0)
+    after = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
+    assert np.isfinite(before) and after < before
+
+
+# === pytorch_model.bin, read without torch ===
+
+
+def test_torch_state_dict_reader():
+    from zoo import torch_checkpoint
+
+    fixtures = FOLDER.parent
+    state = torch_checkpoint.read_state_dict(fixtures / "torch_state_dict.bin")
+    expected = np.load(fixtures / "torch_state_dict.npz")
+    assert sorted(state) == sorted(expected.files)
+    for name in expected.files:
+        assert state[name].dtype == expected[name].dtype, name
+        np.testing.assert_array_equal(state[name], expected[name], err_msg=name)
+
+
+def test_torch_reader_refuses_other_objects(tmp_path):
+    import zipfile
+
+    from zoo import torch_checkpoint
+
+    path = tmp_path / "evil.bin"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("evil/data.pkl", pickle.dumps(print))  # builtins.print
+    with pytest.raises(ValueError, match=r"builtins\.print is not part of a state dict"):
+        torch_checkpoint.read_state_dict(path)
+    (tmp_path / "legacy.bin").write_bytes(b"\x80\x02not a zip")
+    with pytest.raises(ValueError, match="not a zip-format torch file"):
+        torch_checkpoint.read_state_dict(tmp_path / "legacy.bin")
+
+
+def test_folder_with_pytorch_model_bin(tmp_path, references):
+    folder = broken_copy(tmp_path, remove="model.safetensors")
+    shutil.copy(FOLDER.parent / "marian_tiny_bin" / "pytorch_model.bin", folder)
+    model, _, _ = marian.import_folder(folder)
+    logits = model({"source": references["input_ids"], "target": references["decoder_input_ids"]})
+    np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)
+
+
+def test_attention_weights_use_the_pad_id(imported, references):
+    from zoo.transformer import attention_weights
+
+    model, source, _ = imported
+    inputs = {"source": references["input_ids"][:2], "target": references["decoder_input_ids"][:2]}
+    weights = attention_weights(model, inputs)
+    cross = weights["decoder_block_0/cross_attention"]  # (B, N, T, S)
+    padded = references["input_ids"][:2] == source.pad_id
+    assert np.all(cross[:, :, :, :][np.broadcast_to(padded[:, None, None, :], cross.shape)] == 0)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+
+
+# === The Transformer's new layers ===
+
+
+def test_new_layers_round_trip_and_save(tmp_path):
+    from layer_checks import _Inputs, check_config_round_trip, check_save_and_load
+
+    from zoo.transformer import FinalLogitsBias, PaddingMask
+
+    cases = [
+        (lambda: FinalLogitsBias(name="bias"), {"logits": np.ones((2, 3, 5), "float32")}),
+        (lambda: PaddingMask(4, name="mask"), {"ids": np.array([[1, 4, 0], [4, 4, 2]], "int32")}),
+    ]
+    for factory, inputs in cases:
+        check_config_round_trip(factory, _Inputs(inputs, None))
+        check_save_and_load(factory, _Inputs(inputs, None), tmp_path)
+    assert PaddingMask(4)(np.array([[1, 4, 0]])).numpy().tolist() == [[True, False, True]]
+    bias = FinalLogitsBias()
+    bias.build((None, None, 5))
+    assert not bias.trainable_weights and len(bias.non_trainable_weights) == 1
+
+
+@pytest.mark.parametrize("layout", ["separate_vocabularies", "untied_output"])
+def test_other_embedding_layouts(tmp_path, references, layout):
+    """The same weights laid out as a separate-vocabulary or untied checkpoint give the same logits."""
+    from safetensors.numpy import load_file, save_file
+
+    folder = broken_copy(tmp_path, remove="model.safetensors")
+    tensors = load_file(str(FOLDER / "model.safetensors"))
+    shared = tensors["model.shared.weight"]
+    if layout == "separate_vocabularies":
+        tensors["model.encoder.embed_tokens.weight"] = shared.copy()
+        tensors["model.decoder.embed_tokens.weight"] = shared.copy()
+        del tensors["model.shared.weight"]
+        edit = {"share_encoder_decoder_embeddings": False}
+        shutil.copy(FOLDER / "vocab.json", folder / "target_vocab.json")
+    else:
+        tensors["lm_head.weight"] = shared.copy()
+        edit = {"tie_word_embeddings": False}
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **edit}))
+    model, source, target = marian.import_folder(folder)
+    names = {layer.name for layer in model.layers}
+    assert ("source_embedding" in names) == (layout == "separate_vocabularies")
+    assert ("output_projection" in names) == (layout == "untied_output")
+    logits = model({"source": references["input_ids"], "target": references["decoder_input_ids"]})
+    np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)
+    tokens = decode.greedy_decode(model, references["input_ids"], **decode_args(target, references))
+    assert ours(tokens, target.pad_id) == generated(references["greedy_ids"], target.pad_id)
