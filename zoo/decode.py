@@ -35,9 +35,9 @@ import weakref
 
 import tensorflow as tf
 
-START_ID = 2
-END_ID = 3
-PAD_ID = 0
+from zoo import families, seq2seq
+from zoo.tokens import END_ID, PAD_ID, START_ID  # noqa: F401 - part of this module's API
+
 EXTRA_LENGTH = 50  # default maximum output length = source length + 50
 _NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
 
@@ -368,14 +368,11 @@ def _beam(stepper, source, width, limit, start_id, end_id, beam_size, alpha):
 
 
 def _stepper(model, use_cache):
-    from zoo import seq2seq
-
     layers = {layer.name: layer for layer in model.layers}
-    if use_cache and "decoder_block_0" in layers and (
-        "shared_embedding" in layers or "target_embedding" in layers
-    ):
+    family = families.model_family(model) if use_cache else None
+    if family == "transformer" and ("shared_embedding" in layers or "target_embedding" in layers):
         return _TransformerStep(layers)
-    if use_cache and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
+    if family == "seq2seq" and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
         return _RNNSearchStep(layers)
     try:
         input_names = {tensor.name for tensor in model.inputs or []}
@@ -464,8 +461,6 @@ class _RNNSearchStep:
         self.decoder = layers["decoder"]
 
     def prepare(self, source, copies, width):
-        from zoo import seq2seq
-
         annotations, states, source_mask = seq2seq.encode(self.layers, source, training=False)
         self.annotations = _repeat(annotations, copies)  # (B·copies, S, A)
         self.source_mask = _repeat(source_mask, copies)
@@ -473,8 +468,6 @@ class _RNNSearchStep:
         return tuple(_repeat(s, copies) for s in states)
 
     def step(self, tokens, t, states):
-        from zoo import seq2seq
-
         embedded = self.layers["target_embedding"](tokens)  # E y_{t-1} (B, E)
         new_states, previous, context, _ = self.decoder.step(
             embedded, list(states), self.annotations, self.projected_key, self.source_mask,
