@@ -100,6 +100,25 @@ def _signature_inputs(function):
     return kwargs
 
 
+def _translate_with_saved_model(path, signatures, inputs, beam_size):
+    """Translations by the export's `serving_default` (beam search) or `greedy` signature."""
+    default = signatures["serving_default"]
+    metadata_path = path / "assets.extra" / "zoo_export.json"
+    exported = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
+    if beam_size not in (None, 1) and beam_size != exported.get("beam_size", beam_size):
+        raise ValueError(
+            f"{path} was exported with beam size {exported['beam_size']}: use --beam-size "
+            f"{exported['beam_size']} (serving_default) or 1 (greedy), or export again"
+        )
+    function = signatures.get("greedy") if beam_size == 1 else default
+    if function is None:
+        raise ValueError(f"{path} has no greedy signature")
+    (name, _), = _signature_inputs(function).items()
+    outputs = function(**{name: tf.constant(inputs, tf.string)})
+    translations = [t.decode("utf-8") for t in outputs["translation"].numpy().tolist()]
+    return [{"input": s, "translation": t} for s, t in zip(inputs, translations)]
+
+
 def _predict_saved_model(path, inputs, beam_size, top_k):
     loaded = tf.saved_model.load(str(path))
     signatures = dict(loaded.signatures)
@@ -111,20 +130,7 @@ def _predict_saved_model(path, inputs, beam_size, top_k):
         raise ValueError(f"{path}: serving_default should take one input; it takes {sorted(specs)}")
     ((input_name, spec),) = specs.items()
     if spec.dtype == tf.string:  # translation: text in
-        metadata_path = path / "assets.extra" / "zoo_export.json"
-        exported = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
-        if beam_size not in (None, 1) and beam_size != exported.get("beam_size", beam_size):
-            raise ValueError(
-                f"{path} was exported with beam size {exported['beam_size']}: use --beam-size "
-                f"{exported['beam_size']} (serving_default) or 1 (greedy), or export again"
-            )
-        function = signatures.get("greedy") if beam_size == 1 else default
-        if function is None:
-            raise ValueError(f"{path} has no greedy signature")
-        (name, _), = _signature_inputs(function).items()
-        outputs = function(**{name: tf.constant(inputs, tf.string)})
-        translations = [t.decode("utf-8") for t in outputs["translation"].numpy().tolist()]
-        return [{"input": s, "translation": t} for s, t in zip(inputs, translations)]
+        return _translate_with_saved_model(path, signatures, inputs, beam_size)
     # Images: the signature that takes encoded image bytes, else uint8 arrays.
     by_bytes = [
         function for key, function in sorted(signatures.items())

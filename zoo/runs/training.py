@@ -37,8 +37,8 @@ from zoo.preparation import (
     translation_datasets,
 )
 from zoo.progress import say
-from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
 from zoo.runs.callbacks import Backup, Checkpoints, HistoryCSV, StopAfterSteps, TimeLimit
+from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
 from zoo.runs.rundir import (
     FORMAT_VERSION,
     MONITOR,

@@ -146,6 +146,12 @@ def _check_batch_size(value):
     check_positive_int("batch_size", value, allow_none=True)
 
 
+def _unknown_fields(config, names):
+    """`(the config's field names, the sorted names among `names` that are not fields)`."""
+    fields = [field.name for field in dataclasses.fields(config)]
+    return fields, sorted(set(names) - set(fields))
+
+
 def hypermodel(name, *, space=None, **fixed):
     """The `keras_tuner.HyperModel` of the zoo entry `name`.
 
@@ -180,8 +186,7 @@ def hypermodel(name, *, space=None, **fixed):
     if isinstance(search, SearchSpace):
         # Fixed values are validated with the searched ones (a fixed image_size
         # need not suit the entry's patch_size, which is searched).
-        fields = [f.name for f in dataclasses.fields(item.config)]
-        unknown = sorted(set(fixed) - set(fields))
+        fields, unknown = _unknown_fields(item.config, fixed)
         if unknown:
             raise ValueError(
                 f"Unknown field(s) {', '.join(unknown)} for model {name!r}. "
@@ -204,8 +209,7 @@ def hypermodel(name, *, space=None, **fixed):
                 f"The search space of {name!r} must return a dict of config overrides; "
                 f"received {type(overrides).__name__}."
             )
-        fields = [f.name for f in dataclasses.fields(item.config)]
-        unknown = sorted(set(overrides) - set(fields))
+        fields, unknown = _unknown_fields(item.config, overrides)
         if unknown:
             raise ValueError(
                 f"The search space of {name!r} returned unknown config field(s) "
