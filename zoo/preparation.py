@@ -314,3 +314,22 @@ def config_from_data(config, kind, data, tokenizers=None, *, separate_vocabulari
     if total_steps is not None and "decay_steps" not in overrides:
         derived["decay_steps"] = max(1, int(total_steps))
     return {key: value for key, value in derived.items() if key in config}
+
+
+def model_config_for(name, overrides, kind, data, tokenizers, training, steps_per_epoch):
+    """The full config dict: registry defaults < overrides < what the data dictates.
+
+    `training` holds `epochs`, `max_steps`, `separate_vocabularies` and `jit` (a
+    run's options): `decay_steps` lasts the training, `jit` sets `jit_compile`.
+    """
+    base = dataclasses.asdict(registry.config(name, **overrides))
+    total = training["epochs"] * steps_per_epoch
+    if training["max_steps"]:
+        total = min(total, training["max_steps"])
+    base.update(config_from_data(
+        base, kind, data, tokenizers, separate_vocabularies=training["separate_vocabularies"],
+        overrides=overrides, total_steps=total,
+    ))
+    if training["jit"] is not None and "jit_compile" in base:
+        base["jit_compile"] = bool(training["jit"])
+    return base

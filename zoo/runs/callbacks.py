@@ -192,3 +192,36 @@ class TimeLimit(keras.callbacks.Callback):
         if time.monotonic() - self.start > self.seconds:
             self.model.stop_training = True
             self.stopped = True
+
+
+class RunCallbacks:
+    """The callbacks of a run, made from its training options.
+
+    `in_order()`: the order matters at each epoch end (history, checkpoints, then
+    the backup), so a kill between two of them makes the epoch run again, never
+    skips it. The backup outlives `fit` until `summary.json` is written: a kill in
+    between then resumes at the last epoch (nothing to train) instead of starting over.
+    """
+
+    def __init__(self, training, run_dir, write_dir, history_path, has_validation):
+        self.history = HistoryCSV(history_path)
+        self.checkpoints = Checkpoints(write_dir / "checkpoints",
+                                       MONITOR if has_validation else "loss", history_path)
+        self.tensorboard = keras.callbacks.TensorBoard(str(write_dir / "logs"), write_graph=False)
+        self.backup = Backup(write_dir / "backup", read_dir=run_dir / "backup",
+                             delete_checkpoint=False)
+        self.stop_steps = (StopAfterSteps(training["max_steps"], self.backup)
+                           if training["max_steps"] else None)
+        self.stop_time = TimeLimit(60.0 * training["time_limit"]) if training["time_limit"] else None
+
+    def in_order(self):
+        callbacks = [self.history, self.checkpoints, self.tensorboard, self.backup]
+        return callbacks + [c for c in (self.stop_steps, self.stop_time) if c is not None]
+
+    def stopped_by(self):
+        """None, or the rule that ended training: `"max_steps"` or `"time_limit"`."""
+        if self.stop_steps is not None and self.stop_steps.stopped:
+            return "max_steps"
+        if self.stop_time is not None and self.stop_time.stopped:
+            return "time_limit"
+        return None

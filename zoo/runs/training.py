@@ -30,14 +30,14 @@ import numpy as np
 from zoo import datasets, distribute, files, plot, registry
 from zoo.preparation import (
     check_data_fits,
-    config_from_data,
     image_datasets,
     learn_tokenizers,
     load_data,
+    model_config_for,
     translation_datasets,
 )
 from zoo.progress import say
-from zoo.runs.callbacks import Backup, Checkpoints, HistoryCSV, StopAfterSteps, TimeLimit
+from zoo.runs.callbacks import Backup, RunCallbacks
 from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
 from zoo.runs.rundir import (
     FORMAT_VERSION,
@@ -83,21 +83,6 @@ class RunResult:
     train_seconds: float
     summary: dict
     data: object = None
-
-
-def _model_config(name, overrides, kind, data, tokenizers, training, steps_per_epoch):
-    """The full config dict: registry defaults < overrides < what the data dictates."""
-    base = dataclasses.asdict(registry.config(name, **overrides))
-    total = training["epochs"] * steps_per_epoch
-    if training["max_steps"]:
-        total = min(total, training["max_steps"])
-    base.update(config_from_data(
-        base, kind, data, tokenizers, separate_vocabularies=training["separate_vocabularies"],
-        overrides=overrides, total_steps=total,
-    ))
-    if training["jit"] is not None and "jit_compile" in base:
-        base["jit_compile"] = bool(training["jit"])
-    return base
 
 
 def _default_out(name):
@@ -265,7 +250,7 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     if plan.saved:
         model_config = dict(plan.saved["model_config"])
     else:
-        model_config = _model_config(plan.name, plan.overrides, kind, data, tokenizers, training,
+        model_config = model_config_for(plan.name, plan.overrides, kind, data, tokenizers, training,
                                      steps_per_epoch)
     model = registry.get(plan.name, strategy=strategy, **model_config)
     if not plan.saved:
@@ -354,23 +339,9 @@ class _Fitted:
 
 
 def _fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, verbose, quiet):
-    # The order matters at each epoch end (history, checkpoints, then the backup), so a
-    # kill between two of them makes the epoch run again, never skips it.
     history_path = write_dir / "history.csv"
-    # The backup outlives fit() until summary.json is written: a kill in between then
-    # resumes at the last epoch (nothing to train) instead of starting over.
-    backup = Backup(write_dir / "backup", read_dir=run_dir / "backup", delete_checkpoint=False)
-    stop_steps = StopAfterSteps(training["max_steps"], backup) if training["max_steps"] else None
-    stop_time = TimeLimit(60.0 * training["time_limit"]) if training["time_limit"] else None
-    callback_list = [
-        HistoryCSV(history_path),
-        Checkpoints(write_dir / "checkpoints", MONITOR if val_data is not None else "loss",
-                    history_path),
-        keras.callbacks.TensorBoard(str(write_dir / "logs"), write_graph=False),
-        backup,
-    ]
-    callback_list += [c for c in (stop_steps, stop_time) if c is not None]
-    callback_list += list(callbacks or [])
+    run_callbacks = RunCallbacks(training, run_dir, write_dir, history_path,
+                                 has_validation=val_data is not None)
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
     if quiet and verbose == 2:
@@ -383,16 +354,12 @@ def _fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, v
             train_data,
             validation_data=val_data,
             epochs=training["epochs"],
-            callbacks=callback_list,
+            callbacks=run_callbacks.in_order() + list(callbacks or []),
             verbose=verbose,
             shuffle=False,  # the datasets shuffle themselves, seeded
         )
-    stopped_by = None
-    if stop_steps is not None and stop_steps.stopped:
-        stopped_by = "max_steps"
-    elif stop_time is not None and stop_time.stopped:
-        stopped_by = "time_limit"
-    return _Fitted(history_path, backup, stopped_by, time.monotonic() - started)
+    return _Fitted(history_path, run_callbacks.backup, run_callbacks.stopped_by(),
+                   time.monotonic() - started)
 
 
 def _finish(name, run_dir, write_dir, model, data, fitted, quiet):
