@@ -40,19 +40,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.layers.multi_head import MultiHeadAttention
-
-# Our weight name -> (keras sub-layer, variable), to give both layers the same weights.
-WEIGHT_MAP = {
-    "query_kernel": ("_query_dense", "kernel"),
-    "query_bias": ("_query_dense", "bias"),
-    "key_kernel": ("_key_dense", "kernel"),
-    "key_bias": ("_key_dense", "bias"),
-    "value_kernel": ("_value_dense", "kernel"),
-    "value_bias": ("_value_dense", "bias"),
-    "output_kernel": ("_output_dense", "kernel"),
-    "output_bias": ("_output_dense", "bias"),
-}
+from keras_attention.layers.multi_head import MultiHeadAttention, copy_keras_weights
 
 FULL = {
     "batch": 16,
@@ -96,8 +84,7 @@ def make_layers(sizes, query, value):
     ours = MultiHeadAttention(sizes["num_heads"], key_dim)
     reference(query, value)
     ours(query, value)
-    for name, (sublayer, variable) in WEIGHT_MAP.items():
-        getattr(ours, name).assign(getattr(getattr(reference, sublayer), variable))
+    copy_keras_weights(ours, reference)
     return ours, reference
 
 

@@ -7,6 +7,7 @@ See MATH.md for the formulas. Public names are re-exported here:
 """
 
 from keras_attention import chunked, layers, losses, metrics, ops, schedules
+from keras_attention.chunked import chunked_dot_product_attention
 from keras_attention.layers import (
     BahdanauAttention,
     CausalConv1D,
@@ -24,7 +25,6 @@ from keras_attention.layers import (
     TransformerEncoderBlock,
     receptive_field,
 )
-from keras_attention.chunked import chunked_dot_product_attention
 from keras_attention.losses import MaskedSparseCategoricalCrossentropy
 from keras_attention.metrics import MaskedAccuracy
 from keras_attention.ops import (

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attention.checks import check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -20,12 +22,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, d_model, warmup_steps=4000, scale=1.0):
-        if not (isinstance(d_model, int) and d_model > 0):
-            raise ValueError(f"`d_model` must be a positive integer; received d_model={d_model!r}.")
-        if not (isinstance(warmup_steps, int) and warmup_steps > 0):
-            raise ValueError(
-                f"`warmup_steps` must be a positive integer; received warmup_steps={warmup_steps!r}."
-            )
+        check_positive_int("d_model", d_model)
+        check_positive_int("warmup_steps", warmup_steps)
         if not scale > 0:
             raise ValueError(f"`scale` must be positive; received scale={scale!r}.")
         self.d_model = d_model

@@ -7,7 +7,7 @@ Run by tests/test_distribute.py, one process per worker (`TF_CONFIG` set for
         -- train transformer-tiny --data numbers --strategy multiworker --out RUN ...
 
 The arguments after `--` go to the real command line (`zoo.cli.main`), which
-calls `zoo.train.train`; this script only wraps that call to add:
+calls `zoo.runs.train`; this script only wraps that call to add:
 
 - `--log`: one JSON line per event (`start`, `epoch_begin`, `epoch_end`,
   `paused`, `done`), appended, so a restarted job adds to the killed one's.
@@ -47,7 +47,7 @@ def main(argv=None):
     import numpy as np
     import tensorflow as tf
 
-    from zoo import cli, distribute, train
+    from zoo import cli, distribute, runs
 
     keras.config.disable_traceback_filtering()  # Full tracebacks in the test logs.
     tf.debugging.disable_traceback_filtering()
@@ -77,14 +77,14 @@ def main(argv=None):
                 time.sleep(600)  # Until the test kills this process.
 
     results = []
-    real_train = train.train
+    real_train = runs.train
 
     def probed_train(*positional, **keywords):
         keywords["callbacks"] = [*(keywords.get("callbacks") or []), EventLog()]
         results.append(real_train(*positional, **keywords))
         return results[-1]
 
-    train.train = probed_train
+    runs.train = probed_train
     status = cli.main(command)
     if status or not results:
         return status or 1

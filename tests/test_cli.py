@@ -13,10 +13,11 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from zoo import cli
+
+from fashion_files import write_fashion_idx  # tests/ is on sys.path
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
 ENV.pop("ZOO_DEBUG", None)
@@ -200,37 +201,19 @@ def test_export_then_predict_with_the_saved_model_matches_the_run(translation_ru
     served = zoo_cli("predict", root / "saved", *sentences, "--json")
     assert served.returncode == 0, served.stderr[-3000:]
     # Reference: the run's best checkpoint decoded in this process, same beam search.
-    from zoo import train
+    from zoo import runs
 
-    expected = train.predict(root / "run", sentences, beam_size=4, alpha=0.6)
+    expected = runs.predict(root / "run", sentences, beam_size=4, alpha=0.6)
     assert [r["input"] for r in expected] == sentences
     assert json.loads(served.stdout) == expected
     # And the plain-text output of a run directory, greedy.
     greedy = zoo_cli("predict", root / "run", "elf", "--beam-size", 1)
     assert greedy.returncode == 0, greedy.stderr[-3000:]
-    translation = train.predict(root / "run", ["elf"], beam_size=1)[0]["translation"]
+    translation = runs.predict(root / "run", ["elf"], beam_size=1)[0]["translation"]
     assert greedy.stdout == f"elf\n  -> {translation}\n"
 
 
 # === Images end to end ===
-
-
-def write_fashion_idx(directory, num_train=96, num_test=16):
-    """Tiny gzip IDX files laid out as Fashion-MNIST's (random pixels)."""
-    import gzip
-
-    rng = np.random.default_rng(0)
-    directory.mkdir(parents=True)
-    arrays = {
-        "train-images-idx3-ubyte": rng.integers(0, 256, (num_train, 28, 28), dtype=np.uint8),
-        "train-labels-idx1-ubyte": np.arange(num_train, dtype=np.uint8) % 10,
-        "t10k-images-idx3-ubyte": rng.integers(0, 256, (num_test, 28, 28), dtype=np.uint8),
-        "t10k-labels-idx1-ubyte": np.arange(num_test, dtype=np.uint8) % 10,
-    }
-    for stem, array in arrays.items():
-        header = bytes([0, 0, 8, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
-        (directory / f"{stem}.gz").write_bytes(gzip.compress(header + array.tobytes()))
-    return arrays
 
 
 def test_vit_on_fashion_mnist_train_evaluate_predict(tmp_path):
@@ -318,11 +301,11 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
     assert summary["epochs"] == 4 and summary["resumed_from_epoch"] == backup_epoch
     assert not (out / "backup").exists()
     # Both checkpoints load and translate.
-    from zoo import train
+    from zoo import runs
 
     for checkpoint in ("best", "last"):
-        run = train.load_run(out, checkpoint)
-        assert isinstance(train.translate(run, ["elf"])[0], str)
+        run = runs.load_run(out, checkpoint)
+        assert isinstance(runs.translate(run, ["elf"])[0], str)
 
 
 # === The main job ===

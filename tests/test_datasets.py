@@ -10,7 +10,6 @@ from num2words import num2words
 
 from zoo import datasets
 
-
 # === numbers ===
 
 

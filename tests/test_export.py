@@ -519,7 +519,7 @@ def test_vit_bad_input_fails_the_request_not_the_server(served):
         results["vit/images"]["probabilities"][:1],
         rtol=1e-6,
     )
-    for key, images in (("vit/images_empty", True), ("vit/bytes_empty", False)):
+    for key in ("vit/images_empty", "vit/bytes_empty"):
         got = results[key]
         assert got["probabilities"].shape == (0, 5), key
         assert got["classes"].shape == (0, 3) and got["class_names"].shape == (0, 3), key

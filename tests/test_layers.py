@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import keras_attention as ka
+
 from layer_checks import run_layer_checks  # pytest puts tests/ (no __init__.py) on sys.path
 
 B, L, D = 2, 5, 8

@@ -325,9 +325,9 @@ def test_attention_weights_use_the_pad_id(imported, references):
 
 
 def test_new_layers_round_trip_and_save(tmp_path):
-    from layer_checks import _Inputs, check_config_round_trip, check_save_and_load
-
     from zoo.transformer import FinalLogitsBias, PaddingMask
+
+    from layer_checks import _Inputs, check_config_round_trip, check_save_and_load
 
     cases = [
         (lambda: FinalLogitsBias(name="bias"), {"logits": np.ones((2, 3, 5), "float32")}),

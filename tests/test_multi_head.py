@@ -10,21 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.layers.multi_head import MultiHeadAttention
+from keras_attention.layers.multi_head import (
+    KERAS_WEIGHT_MAP,
+    MultiHeadAttention,
+    copy_keras_weights,
+)
 
 ATOL = 1e-5
 
-# Our weight name -> (keras sub-layer, variable) in keras.layers.MultiHeadAttention.
-WEIGHT_MAP = {
-    "query_kernel": ("_query_dense", "kernel"),
-    "query_bias": ("_query_dense", "bias"),
-    "key_kernel": ("_key_dense", "kernel"),
-    "key_bias": ("_key_dense", "bias"),
-    "value_kernel": ("_value_dense", "kernel"),
-    "value_bias": ("_value_dense", "bias"),
-    "output_kernel": ("_output_dense", "kernel"),
-    "output_bias": ("_output_dense", "bias"),
-}
 ALL_SCORINGS = ["scaled_dot", "dot", "additive"]
 
 
@@ -45,11 +38,6 @@ def randomize(layer, rng):
         weight.assign(0.5 * rng.standard_normal(weight.shape).astype("float32"))
 
 
-def copy_from_keras(ours, reference):
-    for name, (sublayer, variable) in WEIGHT_MAP.items():
-        getattr(ours, name).assign(getattr(getattr(reference, sublayer), variable))
-
-
 def copy_layer(target, source):
     for target_weight, source_weight in zip(target.weights, source.weights, strict=True):
         target_weight.assign(source_weight)
@@ -66,7 +54,7 @@ def keras_pair(
     reference(query, value, key=key)
     ours(query, value, key=key)
     randomize(reference, rng)
-    copy_from_keras(ours, reference)
+    copy_keras_weights(ours, reference)
     return ours, reference
 
 
@@ -205,7 +193,7 @@ def test_keras_mask_propagation_matches_keras(rng):
         outputs.append(layer(query, query))
     model = keras.Model([query_ids, value_ids], outputs)
     randomize(reference, rng)
-    copy_from_keras(ours, reference)
+    copy_keras_weights(ours, reference)
     query_batch = np.array([[3, 4, 5, 0], [6, 7, 0, 0], [0, 0, 0, 0]])
     value_batch = np.array([[1, 2, 3, 4, 0], [5, 0, 0, 0, 0], [8, 9, 0, 0, 0]])
     ours_cross, ours_self, keras_cross, keras_self = [
@@ -303,8 +291,8 @@ def test_gradients_match_keras(rng):
             loss = tf.reduce_sum(layer(query, value, value_mask=mask) * upstream)
         return tape.gradient(loss, [query, value, *weights])
 
-    ours_weights = [getattr(ours, name) for name in WEIGHT_MAP]
-    keras_weights = [getattr(getattr(reference, s), v) for s, v in WEIGHT_MAP.values()]
+    ours_weights = [getattr(ours, name) for name in KERAS_WEIGHT_MAP]
+    keras_weights = [getattr(getattr(reference, s), v) for s, v in KERAS_WEIGHT_MAP.values()]
     for ours_grad, keras_grad in zip(
         gradients(ours, ours_weights), gradients(reference, keras_weights), strict=True
     ):
@@ -626,7 +614,7 @@ def test_single_query_under_mixed_precision(rng, policy):
         layer = MultiHeadAttention(2, 4)
         layer(query, value)
         layer.set_weights(reference.get_weights())
-        output = tf.function(lambda q, v: layer(q, v))(query, value)
+        output = tf.function(layer)(query, value)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     np.testing.assert_allclose(

@@ -306,7 +306,7 @@ def test_space_ranges_and_values_replace_the_defaults():
     assert isinstance(params["learning_rate"], tuning.Float)
     assert isinstance(params["num_layers"], tuning.Int)
     assert params["dropout"].values == (0.0, 0.1)
-    for hp, overrides in _sample_configs(hypermodel, 30):
+    for _, overrides in _sample_configs(hypermodel, 30):
         assert 1e-4 <= overrides["learning_rate"] <= 1e-3
         assert 1 <= overrides["num_layers"] <= 3 and overrides["dropout"] in (0.0, 0.1)
 

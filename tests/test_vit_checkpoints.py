@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import tensor_files, vit_checkpoints, vit_timm
+from zoo import tensor_files, vit_checkpoints, vit_pretrained, vit_timm
 from zoo.vit_resample import resample_position_embeddings
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "vit"
@@ -78,7 +78,7 @@ def test_hugging_face_model_with_tanh_gelu_and_imagenet_statistics():
 
 
 def test_fields_the_files_imply():
-    fields = {path: vit_checkpoints.read(FIXTURES / path).fields for path in (
+    fields = {path: vit_pretrained.read(FIXTURES / path).fields for path in (
         "timm_gap.safetensors", "google_cls.npz", "hf_classifier", "hf_model")}
     assert fields["timm_gap.safetensors"] == dict(
         pooling="gap", image_size=16, num_classes=5, layer_norm_epsilon=1e-6, activation="gelu",
@@ -188,7 +188,7 @@ def test_config_and_describe_with_weights_are_what_get_builds():
 
 
 def test_fine_tuning_recipe_and_user_overrides():
-    checkpoint = vit_checkpoints.read(FIXTURES / "timm_cls.safetensors")
+    checkpoint = vit_pretrained.read(FIXTURES / "timm_cls.safetensors")
     assert checkpoint.overrides({})["learning_rate"] == vit_checkpoints.FINE_TUNING["learning_rate"]
     assert checkpoint.overrides({})["warmup_steps"] == vit_checkpoints.FINE_TUNING["warmup_steps"]
     assert checkpoint.overrides({"learning_rate": 0.1})["learning_rate"] == 0.1

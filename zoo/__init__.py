@@ -12,7 +12,18 @@
 `from zoo.export import export` are the same function.
 """
 
-from zoo import export, registry, seq2seq, transformer, tuning, vit, vit_checkpoints
+from zoo import (
+    export,
+    families,
+    marian,
+    registry,
+    seq2seq,
+    transformer,
+    tuning,
+    vit,
+    vit_checkpoints,
+    vit_pretrained,
+)
 from zoo.registry import (
     Description,
     UnknownModelError,
@@ -45,13 +56,11 @@ def attention_weights(model, inputs):
         RNNsearch: `decoder/alignment` `(B, T, S)`;
         ViT: `encoder_block_{i}/self_attention` `(B, N, P + 1, P + 1)`.
     """
-    names = {layer.name for layer in model.layers}
-    if "patch_embedding" in names:
-        return vit.attention_weights(model, inputs)
-    if "decoder" in names and "encoder" in names:
-        return seq2seq.attention_weights(model, inputs)
-    if "encoder_block_0" in names:
-        return transformer.attention_weights(model, inputs)
+    family = families.model_family(model)
+    if family is not None:
+        return {"vit": vit, "seq2seq": seq2seq, "transformer": transformer}[family].attention_weights(
+            model, inputs
+        )
     raise ValueError(
         f"attention_weights: {model.name!r} is not a zoo model (Transformer, RNNsearch or ViT)."
     )
@@ -68,6 +77,7 @@ __all__ = [
     "get",
     "hypermodel",
     "list",
+    "marian",
     "register",
     "registry",
     "search_space",
@@ -77,4 +87,5 @@ __all__ = [
     "unregister",
     "vit",
     "vit_checkpoints",
+    "vit_pretrained",
 ]

@@ -26,6 +26,10 @@ import json
 import os
 import sys
 
+import zoo
+from zoo import demo, distribute, runs, tuning
+from zoo.runs.options import TrainingOptions
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -72,8 +76,6 @@ def parse_overrides(pairs):
 
 
 def _cmd_list(args):
-    import zoo
-
     names = zoo.list(args.pattern)
     if not names:
         raise UserError(f"No model matches {args.pattern!r}; `zoo list` shows them all.")
@@ -83,8 +85,6 @@ def _cmd_list(args):
 
 
 def _cmd_describe(args):
-    import zoo
-
     description = zoo.describe(args.name, **parse_overrides(args.set))
     if args.json:
         print(json.dumps(description.to_dict(), indent=2, default=str))
@@ -93,33 +93,15 @@ def _cmd_describe(args):
 
 
 def _cmd_train(args):
-    from zoo import train
-
-    train.train(
-        args.name,
-        args.data,
-        args.out,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        max_steps=args.max_steps,
-        time_limit=args.time_limit,
-        strategy=args.strategy,
-        tpu=args.tpu,
-        mixed_precision=args.mixed_precision,
-        jit=args.jit,
-        overrides=parse_overrides(args.set),
-        config_file=args.config,
-        seed=args.seed,
-        val_ratio=args.val_ratio,
-        separate_vocabularies=args.separate_vocabularies,
-        **_data_options(args),
+    runs.train(
+        args.name, args.data, args.out, strategy=args.strategy, tpu=args.tpu,
+        overrides=parse_overrides(args.set), config_file=args.config,
+        **{name: getattr(args, name) for name in TrainingOptions.names()},
     )
 
 
 def _cmd_evaluate(args):
-    from zoo import train
-
-    result = train.evaluate(
+    result = runs.evaluate(
         args.run_dir, checkpoint=args.checkpoint, beam_size=args.beam_size, alpha=args.alpha,
         limit=args.limit, batch_size=args.batch_size, quiet=args.json,
     )
@@ -128,9 +110,7 @@ def _cmd_evaluate(args):
 
 
 def _cmd_export(args):
-    from zoo import train
-
-    path = train.export_run(
+    path = runs.export_run(
         args.run_dir, to=args.to, version=args.version, checkpoint=args.checkpoint,
         beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
     )
@@ -138,9 +118,7 @@ def _cmd_export(args):
 
 
 def _cmd_predict(args):
-    from zoo import train
-
-    results = train.predict(
+    results = runs.predict(
         args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
         checkpoint=args.checkpoint,
     )
@@ -156,8 +134,6 @@ def _cmd_predict(args):
 
 
 def _cmd_tune(args):
-    from zoo import distribute, tuning
-
     # The strategy first: MultiWorkerMirroredStrategy must exist before any TF op runs.
     strategy = distribute.get_strategy(args.strategy) if args.strategy else None
     fixed = parse_overrides(args.set)
@@ -184,8 +160,6 @@ def _cmd_tune(args):
 
 
 def _cmd_demo(args):
-    from zoo import demo
-
     demo.run(
         minutes=args.minutes, train_size=args.train_size, test_size=args.test_size,
         seed=args.seed, out=args.out, export_root=args.export_to,
@@ -224,13 +198,12 @@ def _add_data_arguments(parser, *, required, note=""):
                        "others: keep a random subset of the test split")
     group.add_argument("--test-ratio", type=float,
                        help="tsv:, digits, images:: held-out share (defaults 0.05, 0.2, 0.2)")
-    group.add_argument("--test-file", metavar="PATH", help="tsv:: a second file of test pairs")
+    group.add_argument("--test-file", metavar="PATH", dest="test_path", help="tsv:: a second file of test pairs")
 
 
 def _data_options(args):
-    """The dataset options of `_add_data_arguments` as keyword arguments (`zoo.train.DATA_OPTIONS`)."""
-    return dict(data_dir=args.data_dir, train_size=args.train_size, test_size=args.test_size,
-                test_ratio=args.test_ratio, test_path=args.test_file)
+    """The dataset options of `_add_data_arguments` as keyword arguments."""
+    return {name: getattr(args, name) for name in TrainingOptions.names("data")}
 
 
 def _add_fit_arguments(parser, *, strategies, helps, defaults=None):
@@ -272,7 +245,18 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_list_parser(commands)
+    _add_describe_parser(commands)
+    _add_train_parser(commands)
+    _add_evaluate_parser(commands)
+    _add_export_parser(commands)
+    _add_predict_parser(commands)
+    _add_tune_parser(commands)
+    _add_demo_parser(commands)
+    return parser
 
+
+def _add_list_parser(commands):
     p = commands.add_parser(
         "list", help="list registered models",
         description="List the registered models, optionally matching a glob pattern.",
@@ -281,6 +265,8 @@ def build_parser():
     p.add_argument("pattern", nargs="?", default="*", help="glob pattern, e.g. 'vit-*'")
     p.set_defaults(func=_cmd_list)
 
+
+def _add_describe_parser(commands):
     p = commands.add_parser(
         "describe", help="config, paper, parameter count and signature of a model",
         description="Describe a model without building it.",
@@ -291,6 +277,8 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_describe)
 
+
+def _add_train_parser(commands):
     p = commands.add_parser(
         "train", help="train a model on a dataset into a run directory",
         description=(
@@ -313,7 +301,7 @@ def build_parser():
     _add_data_arguments(p, required=False, note=" (may be left out when resuming)")
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/NAME-DATE-TIME); "
                    "an unfinished run there is resumed")
-    _add_fit_arguments(p, strategies=("default", "mirrored", "multiworker", "tpu"), helps=dict(
+    _add_fit_arguments(p, strategies=distribute.STRATEGIES, helps=dict(
         epochs="epochs (default 10)",
         batch_size="examples per replica per step (default 64 for text, 128 for images)",
         strategy="tf.distribute strategy (default: one device)",
@@ -338,6 +326,8 @@ def build_parser():
                    help="translation: one vocabulary per language instead of a shared one")
     p.set_defaults(func=_cmd_train)
 
+
+def _add_evaluate_parser(commands):
     p = commands.add_parser(
         "evaluate", help="score a trained run on its held-out test split",
         description=(
@@ -356,6 +346,8 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the metrics as JSON only")
     p.set_defaults(func=_cmd_evaluate)
 
+
+def _add_export_parser(commands):
     p = commands.add_parser(
         "export", help="export a trained run as a versioned SavedModel",
         description=(
@@ -374,6 +366,8 @@ def build_parser():
     p.add_argument("--top-k", type=_positive_int, default=5, help="images: classes returned")
     p.set_defaults(func=_cmd_export)
 
+
+def _add_predict_parser(commands):
     p = commands.add_parser(
         "predict", help="translate sentences or classify images with a run or SavedModel",
         description=(
@@ -398,6 +392,8 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_predict)
 
+
+def _add_tune_parser(commands):
     p = commands.add_parser(
         "tune", help="search a model's hyperparameters with keras-tuner",
         description=(
@@ -423,7 +419,7 @@ def build_parser():
     )
     _add_data_arguments(p, required=True)
     _add_fit_arguments(
-        p, strategies=("default", "mirrored", "multiworker"),
+        p, strategies=tuple(s for s in distribute.STRATEGIES if s != "tpu"),
         defaults=dict(epochs=3, seed=0, val_ratio=0.1),
         helps=dict(
             epochs="epochs per trial (default 3); hyperband: its largest epoch budget",
@@ -434,7 +430,7 @@ def build_parser():
             val_ratio="share of the training split used for validation (default 0.1)",
         ),
     )
-    p.add_argument("--tuner", choices=("random", "hyperband", "bayesian"), default="random",
+    p.add_argument("--tuner", choices=tuning.TUNERS, default="random",
                    help="random search, Hyperband or Bayesian optimisation (default random)")
     p.add_argument("--max-trials", type=_positive_int, default=10,
                    help="trials in all, counting those of an earlier run (default 10)")
@@ -451,6 +447,8 @@ def build_parser():
     p.add_argument("--quiet", action="store_true", help="no progress, only the table")
     p.set_defaults(func=_cmd_tune)
 
+
+def _add_demo_parser(commands):
     p = commands.add_parser(
         "demo", help="train transformer-tiny on the offline numbers task, export, translate",
         description=(
@@ -471,7 +469,6 @@ def build_parser():
     p.add_argument("--export-to", default="saved_models/transformer-tiny",
                    help="export root (default saved_models/transformer-tiny)")
     p.set_defaults(func=_cmd_demo)
-    return parser
 
 
 def main(argv=None):

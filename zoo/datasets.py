@@ -37,23 +37,20 @@ import gzip
 import logging
 import pathlib
 
+import babel
+import babel.dates
+import keras
 import numpy as np
+from num2words import num2words
 
+from keras_attention.checks import check_int
 from zoo import catalogs
+from zoo.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
 TRANSLATION_DATASETS = ("numbers", "dates", "tsv:PATH", "gettext:LANG")
 PROGRESS_EVERY = 1000  # items between two progress bar updates
-
-
-def _progress_bar(total, unit_name, progress):
-    """A `keras.utils.Progbar` over `total` items when `progress`, else None."""
-    if not progress:
-        return None
-    import keras
-
-    return keras.utils.Progbar(total, unit_name=unit_name)
 
 
 def _update(bar, count, total):
@@ -105,11 +102,6 @@ class TranslationData:
             f"test={len(self.test_pairs)}, {self.source_language or '?'}->"
             f"{self.target_language or '?'}, skipped={self.skipped})"
         )
-
-
-def _check_count(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; received {name}={value!r}")
 
 
 def _stratified_sample(rng, strata, total):
@@ -172,11 +164,9 @@ def numbers(
     >>> data.train_pairs[0]  # doctest: +SKIP
     ('dreihundertvierundzwanzig', 'three hundred and twenty-four')
     """
-    from num2words import num2words
-
-    _check_count("num_train", num_train, 1)
-    _check_count("num_test", num_test, 0)
-    _check_count("max_number", max_number, 1)
+    check_int("num_train", num_train, 1)
+    check_int("num_test", num_test, 0)
+    check_int("max_number", max_number, 1)
     if max_number > 999_999_999:
         raise ValueError(f"max_number must be at most 999,999,999; received {max_number}")
     if num_train + num_test > max_number + 1:
@@ -202,7 +192,7 @@ def numbers(
     rng = np.random.default_rng(seed)
     drawn = [int(n) for n in _stratified_sample(rng, strata, num_train + num_test)]
     test_numbers, train_numbers = drawn[:num_test], drawn[num_test:]
-    bar = _progress_bar(len(drawn), "pair", progress)
+    bar = progress_bar(len(drawn), "pair", progress)
     pairs = []
     for n in drawn:
         pairs.append((num2words(n, lang=source_language), num2words(n, lang=target_language)))
@@ -252,11 +242,8 @@ def dates(
     Returns:
         `TranslationData` with target language "iso8601".
     """
-    import babel
-    import babel.dates
-
-    _check_count("num_train", num_train, 1)
-    _check_count("num_test", num_test, 0)
+    check_int("num_train", num_train, 1)
+    check_int("num_test", num_test, 0)
     try:
         babel.Locale.parse(locale)
     except (ValueError, babel.UnknownLocaleError) as error:
@@ -278,7 +265,7 @@ def dates(
     rng = np.random.default_rng(seed)
     ordinals = first + rng.choice(last - first + 1, num_train + num_test, replace=False)
     chosen_formats = rng.integers(0, len(formats), num_train + num_test)
-    bar = _progress_bar(num_train + num_test, "pair", progress)
+    bar = progress_bar(num_train + num_test, "pair", progress)
     pairs = []
     for ordinal, format_index in zip(ordinals.tolist(), chosen_formats.tolist()):
         day = datetime.date.fromordinal(ordinal)
@@ -310,7 +297,7 @@ def _count_lines(path):
     return lines + (1 if last and not last.endswith(b"\n") else 0)
 
 
-def _read_tsv_pairs(path, progress=False):
+def _read_tsv_pairs(path, progress=False):  # noqa: C901 - one pass, a branch per line rule
     """Parse one `source<TAB>target` file: (pairs, skipped counts, first bad line numbers).
 
     With `progress`, the lines are counted first (a fast pass over the bytes)
@@ -320,7 +307,7 @@ def _read_tsv_pairs(path, progress=False):
     if not path.is_file():
         raise FileNotFoundError(f"TSV file not found: {path}")
     total = _count_lines(path) if progress else None
-    bar = _progress_bar(total, "line", progress)
+    bar = progress_bar(total, "line", progress)
     pairs = []
     skipped = dict.fromkeys(_SKIP_REASONS, 0)
     examples = []  # (line number, reason) of the first skipped lines
@@ -519,8 +506,9 @@ def digits(test_ratio=0.2, seed=0, image_size=None):
     28x28, the shape of Fashion-MNIST: the tutorials' smoke runs use that
     when Fashion-MNIST is not on the machine.
     """
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    # scikit-learn loads in about a second: only for the digits dataset.
+    from sklearn.datasets import load_digits  # noqa: PLC0415
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415
 
     if not (isinstance(test_ratio, (int, float)) and 0 < test_ratio < 1):
         raise ValueError(f"test_ratio must be in (0, 1); received test_ratio={test_ratio!r}")
@@ -548,8 +536,6 @@ def digits(test_ratio=0.2, seed=0, image_size=None):
 
 def _resize(images, size):
     """uint8 images (N, h, w, C) resized bilinearly to (N, size, size, C)."""
-    import keras
-
     resized = keras.ops.image.resize(images.astype(np.float32), (size, size),
                                      interpolation="bilinear")
     return np.clip(np.round(keras.ops.convert_to_numpy(resized)), 0, 255).astype(np.uint8)
@@ -633,8 +619,6 @@ FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"
 
 def _download_fashion_mnist():
     """`keras.datasets.fashion_mnist.load_data()`, or one clear error without network."""
-    import keras
-
     logger.warning("%s not found; downloading Fashion-MNIST with keras", FASHION_MNIST_DIR)
     try:
         return keras.datasets.fashion_mnist.load_data()
@@ -723,8 +707,6 @@ def images(directory, image_size, test_ratio=0.2, seed=0, color_mode="rgb"):
         seed: shuffling/split seed.
         color_mode: "rgb" (C=3), "grayscale" (C=1) or "rgba" (C=4).
     """
-    import keras
-
     directory = pathlib.Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"image directory not found: {directory}")
@@ -797,7 +779,7 @@ def _subset(rng_seed, items_or_arrays, size, what):
     count = len(items_or_arrays[0])
     if size is None or size >= count:
         return items_or_arrays
-    _check_count(what, size, 1 if what == "train_size" else 0)
+    check_int(what, size, 1 if what == "train_size" else 0)
     keep = np.sort(np.random.default_rng(rng_seed).permutation(count)[:size])
     return [
         item[keep] if isinstance(item, np.ndarray) else [item[i] for i in keep]
@@ -850,7 +832,7 @@ def load(
     kind = dataset_kind(spec)
     for name, value in (("train_size", train_size), ("test_size", test_size)):
         if value is not None:
-            _check_count(name, value, 1 if name == "train_size" else 0)
+            check_int(name, value, 1 if name == "train_size" else 0)
     if kind == "translation":
         if spec in ("numbers", "dates"):
             defaults = (20_000, 1_000) if spec == "numbers" else (10_000, 1_000)

@@ -40,9 +40,10 @@ import weakref
 
 import tensorflow as tf
 
-START_ID = 2
-END_ID = 3
-PAD_ID = 0
+from zoo import families, hf_beam, seq2seq
+from zoo.search_steps import Ids, forced_end, keep_shapes, pad_column, write_column
+from zoo.tokens import END_ID, PAD_ID, START_ID  # noqa: F401 - part of this module's API
+
 LENGTH_PENALTIES = ("gnmt", "hf")
 EXTRA_LENGTH = 50  # default maximum output length = source length + 50
 _NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
@@ -277,55 +278,8 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
     if beam_size == 0:
         return _greedy(stepper, source, width, limit, ids)
     if penalty == "hf":
-        from zoo import hf_beam
-
         return hf_beam.beam(stepper, source, width, limit, ids, beam_size, alpha)
     return _beam(stepper, source, width, limit, ids, beam_size, alpha)
-
-
-class Ids(tuple):
-    """The special ids of one decoding: `start`, `end`, `pad`, and whether to force `end`."""
-
-    def __new__(cls, start, end, pad, force_end):
-        return super().__new__(cls, (start, end, pad, force_end))
-
-    start = property(lambda self: self[0])
-    end = property(lambda self: self[1])
-    pad = property(lambda self: self[2])
-    force_end = property(lambda self: self[3])
-
-
-def write_column(buffer, t, values):
-    """`buffer` `(..., L)` with column t set to `values` `(...)`."""
-    at_t = tf.equal(tf.range(tf.shape(buffer)[-1]), t)
-    return tf.where(at_t, values[..., None], buffer)
-
-
-def forced_end(scores, ids, at_limit, impossible):
-    """Scores `(N, V)` where rows `at_limit` `(N,)` may only pick `ids.end` (with force_end)."""
-    if not ids.force_end:
-        return scores
-    is_end = tf.equal(tf.range(tf.shape(scores)[-1]), ids.end)[None, :]
-    forced = tf.where(is_end, tf.zeros_like(scores), tf.fill(tf.shape(scores), impossible))
-    return tf.where(at_limit[:, None], forced, scores)
-
-
-def _keep_shapes(step):
-    """The loop body, with every output given its input's static shape (ops such as
-    reshapes by a dynamic batch size lose static sizes that the loop needs unchanged)."""
-
-    def body(*loop_vars):
-        outputs = step(*loop_vars)
-        for before, after in zip(tf.nest.flatten(loop_vars), tf.nest.flatten(outputs)):
-            after.set_shape(before.shape)
-        return outputs
-
-    return body
-
-
-def _pad_column(logits, pad_id=PAD_ID):
-    """True at the padding id's column of `(…, V)` logits: it is never generated."""
-    return tf.equal(tf.range(tf.shape(logits)[-1]), pad_id)
 
 
 def _greedy(stepper, source, width, limit, ids):
@@ -340,7 +294,7 @@ def _greedy(stepper, source, width, limit, ids):
 
     def step(t, tokens, output, done, state):
         logits, state = stepper.step(tokens, t, state)  # (B, V)
-        logits = tf.where(_pad_column(logits, ids.pad), tf.constant(_NEG, logits.dtype), logits)
+        logits = tf.where(pad_column(logits, ids.pad), tf.constant(_NEG, logits.dtype), logits)
         logits = forced_end(logits, ids, t + 1 >= limit, _NEG)
         token = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B,)
         token = tf.where(done, tf.fill(tf.shape(token), ids.pad), token)
@@ -349,7 +303,7 @@ def _greedy(stepper, source, width, limit, ids):
         return t + 1, token, output, done, state
 
     _, _, output, _, _ = tf.while_loop(
-        keep_going, _keep_shapes(step), (tf.constant(0), tokens, output, done, state)
+        keep_going, keep_shapes(step), (tf.constant(0), tokens, output, done, state)
     )
     return output
 
@@ -376,7 +330,7 @@ def _beam(stepper, source, width, limit, ids, beam_size, alpha):
     def step(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
         logits, state = stepper.step(last, t, state)  # (B·K, V)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = tf.where(_pad_column(log_probs, ids.pad), _NEG, log_probs)
+        log_probs = tf.where(pad_column(log_probs, ids.pad), _NEG, log_probs)
         log_probs = forced_end(log_probs, ids, tf.repeat(t + 1 >= limit, k), _NEG)
         vocabulary = tf.shape(log_probs)[-1]
         candidates = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, vocabulary])
@@ -419,7 +373,7 @@ def _beam(stepper, source, width, limit, ids, beam_size, alpha):
 
     loop = tf.while_loop(
         keep_going,
-        _keep_shapes(step),
+        keep_shapes(step),
         (tf.constant(0), last, alive, alive_log_probs, ended, best, best_score, done, state),
     )
     return loop[5], loop[6]
@@ -429,14 +383,11 @@ def _beam(stepper, source, width, limit, ids, beam_size, alpha):
 
 
 def _stepper(model, use_cache, pad_id=PAD_ID):
-    from zoo import seq2seq
-
     layers = {layer.name: layer for layer in model.layers}
-    if use_cache and "decoder_block_0" in layers and (
-        "shared_embedding" in layers or "target_embedding" in layers
-    ):
+    family = families.model_family(model) if use_cache else None
+    if family == "transformer" and ("shared_embedding" in layers or "target_embedding" in layers):
         return _TransformerStep(layers, pad_id)
-    if use_cache and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
+    if family == "seq2seq" and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
         return _RNNSearchStep(layers)
     try:
         input_names = {tensor.name for tensor in model.inputs or []}
@@ -529,8 +480,6 @@ class _RNNSearchStep:
         self.decoder = layers["decoder"]
 
     def prepare(self, source, copies, width):
-        from zoo import seq2seq
-
         annotations, states, source_mask = seq2seq.encode(self.layers, source, training=False)
         self.annotations = _repeat(annotations, copies)  # (B·copies, S, A)
         self.source_mask = _repeat(source_mask, copies)
@@ -538,8 +487,6 @@ class _RNNSearchStep:
         return tuple(_repeat(s, copies) for s in states)
 
     def step(self, tokens, t, states):
-        from zoo import seq2seq
-
         embedded = self.layers["target_embedding"](tokens)  # E y_{t-1} (B, E)
         new_states, previous, context, _ = self.decoder.step(
             embedded, list(states), self.annotations, self.projected_key, self.source_mask,

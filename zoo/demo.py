@@ -1,6 +1,6 @@
 """The main job (`make demo`): translate German number words into English with transformer-tiny.
 
-Four steps, each through the same API as the command line (`zoo.train`):
+Four steps, each through the same API as the command line (`zoo.runs`):
 
 1. train: generate the offline `numbers` task (held-out numbers never seen in
    training), learn one shared WordPiece vocabulary, train `transformer-tiny`
@@ -18,8 +18,10 @@ import shutil
 import time
 
 import tensorflow as tf
+import tensorflow_text  # noqa: F401 - the tokenizer's ops, needed to load the SavedModel
 
-from zoo import train as training
+from zoo import runs
+from zoo.runs.evaluation import clip
 
 MODEL = "transformer-tiny"
 # 48 positions hold the longest number (about 30 tokens) with room to spare.
@@ -34,7 +36,7 @@ def run(minutes=4.0, train_size=20000, test_size=1000, seed=0, out="runs/demo",
         minutes: training time budget.
         train_size, test_size: pairs generated for training (5% of them used
             for validation) and held out for testing.
-        seed: the seed of the data and of training.
+        seed: the seed of the data and of runs.
         out: the run directory; an existing one is removed first.
         export_root: where the SavedModel versions go.
         batch_size: training batch size.
@@ -46,25 +48,23 @@ def run(minutes=4.0, train_size=20000, test_size=1000, seed=0, out="runs/demo",
         shutil.rmtree(out)  # the demo's own scratch run, made by an earlier demo
 
     print(f"== [1/4] Train {MODEL} on the numbers task for at most {minutes:g} minutes")
-    result = training.train(
+    result = runs.train(
         MODEL, "numbers", out, epochs=1000, time_limit=minutes, batch_size=batch_size,
         train_size=train_size, test_size=test_size, seed=seed, overrides=OVERRIDES,
     )
 
     print("\n== [2/4] Evaluate on the held-out numbers (never seen in training)")
-    metrics = training.evaluate(out, checkpoint="last", beam_size=4, examples=3, data=result.data)
+    metrics = runs.evaluate(out, checkpoint="last", beam_size=4, examples=3, data=result.data)
 
     print("\n== [3/4] Export a SavedModel")
-    version_dir = training.export_run(out, to=export_root, checkpoint="last")
+    version_dir = runs.export_run(out, to=export_root, checkpoint="last")
 
     print("\n== [4/4] Translate held-out numbers with the SavedModel (tf.saved_model.load)")
-    import tensorflow_text  # noqa: F401 - the tokenizer's ops, needed to load the SavedModel
-
     held_out = result.data.test_pairs[-examples:]  # from the end: not the ones evaluate printed
     served = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
     outputs = served(text=tf.constant([source for source, _ in held_out]))
-    loaded = training.load_run(out, "last")
-    references = training.canonical(loaded.target_tokenizer, [target for _, target in held_out])
+    loaded = runs.load_run(out, "last")
+    references = runs.canonical(loaded.target_tokenizer, [target for _, target in held_out])
     correct = 0
     for (source, _), reference, translation in zip(
         held_out, references, outputs["translation"].numpy().tolist()
@@ -72,7 +72,7 @@ def run(minutes=4.0, train_size=20000, test_size=1000, seed=0, out="runs/demo",
         translation = translation.decode("utf-8")
         correct += translation == reference
         mark = "ok " if translation == reference else "ERR"
-        print(f"  {mark} {source}\n      -> {training.clip(translation)}")
+        print(f"  {mark} {source}\n      -> {clip(translation)}")
     total_minutes = (time.monotonic() - started) / 60
 
     greedy, beam = metrics["greedy"], metrics.get("beam")

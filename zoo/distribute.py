@@ -15,8 +15,7 @@ How the pieces fit with Keras 3 (TensorFlow backend):
   itself (`strategy.experimental_distribute_dataset`): every batch of the
   dataset is one *global* batch, split evenly over the replicas, so batch the
   dataset with `global_batch_size(per_replica, strategy)`. Give `fit` the plain
-  dataset, with the auto-shard policy set (`shard_by_data`); use
-  `distribute_dataset` only for custom training loops.
+  dataset, with the auto-shard policy set (`shard_by_data`).
 - Gradients are summed over replicas, so each replica's loss must be its share
   of the global-batch loss. Keras' losses divide their per-replica mean by the
   number of replicas, exact when the replicas get batches of equal size (every
@@ -94,6 +93,9 @@ import tempfile
 import urllib.parse
 
 import tensorflow as tf
+from keras.src.backend.tensorflow import trainer
+
+from keras_attention.checks import check_positive_int
 
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
 
@@ -258,10 +260,7 @@ def default_policy(strategy):
 
 def global_batch_size(per_replica, strategy):
     """`per_replica × strategy.num_replicas_in_sync`: the batch size to give the dataset."""
-    if isinstance(per_replica, bool) or not isinstance(per_replica, int) or per_replica <= 0:
-        raise ValueError(
-            f"`per_replica` must be a positive integer; received per_replica={per_replica!r}."
-        )
+    check_positive_int("per_replica", per_replica)
     return per_replica * strategy.num_replicas_in_sync
 
 
@@ -327,8 +326,6 @@ def _patch_multi_worker_logs():
     to Keras. Installed once, process-wide, only when a multi-worker model is
     prepared.
     """
-    from keras.src.backend.tensorflow import trainer
-
     if getattr(trainer.reduce_per_replica, "_zoo_patched", False):
         return
     original = trainer.reduce_per_replica
@@ -502,15 +499,6 @@ def shard_by_data(dataset, policy=None):
     return dataset.with_options(dataset_options(policy))
 
 
-def distribute_dataset(dataset, strategy, policy=None):
-    """`strategy.experimental_distribute_dataset(shard_by_data(dataset))`.
-
-    For custom training loops (`strategy.run`). `model.fit` distributes a
-    `tf.data.Dataset` itself: give it `shard_by_data(dataset)` instead.
-    """
-    return strategy.experimental_distribute_dataset(shard_by_data(dataset, policy))
-
-
 # === Chief and workers ===
 
 
@@ -596,7 +584,6 @@ __all__ = [
     "cleanup_worker_dir",
     "dataset_options",
     "default_policy",
-    "distribute_dataset",
     "get_strategy",
     "global_batch_size",
     "is_chief",

@@ -71,18 +71,17 @@ is never overwritten (`FileExistsError`).
 the same function.
 """
 
-import json
 import os
 import pathlib
-import shutil
 import sys
-import tempfile
 import types
 
+import keras
 import tensorflow as tf
+import tensorflow_text
 
-from zoo import decode
-from zoo.decode import END_ID, PAD_ID, START_ID
+from zoo import decode, families, files, tokenizers
+from zoo.tokens import END_ID, PAD_ID, START_ID, encode_sources
 
 # The RNNsearch has no position table: without `max_length` it decodes up to
 # this many tokens (`zoo.pipeline.make_translation_dataset`'s default).
@@ -147,13 +146,9 @@ def model_family(model):
     The same rules as `zoo.attention_weights`, so models loaded from `.keras`
     files are recognised too. Raises ValueError for anything else.
     """
-    names = {layer.name for layer in getattr(model, "layers", ())}
-    if "patch_embedding" in names:
-        return "vit"
-    if "decoder" in names and "encoder" in names:
-        return "seq2seq"
-    if "encoder_block_0" in names and "decoder_block_0" in names:
-        return "transformer"
+    family = families.model_family(model)
+    if family is not None:
+        return family
     raise ValueError(
         "export: `obj` must be a zoo Transformer, RNNsearch or ViT keras.Model (or the path "
         f"of a .keras file of one); received {type(model).__name__} "
@@ -207,8 +202,6 @@ def special_ids(tokenizer):
 
 def _load_tokenizer(name, tokenizer):
     """A tokenizer object, or a directory written by a tokenizer's `save`."""
-    from zoo import tokenizers
-
     if isinstance(tokenizer, (str, os.PathLike)):
         return tokenizers.load(tokenizer)
     if not isinstance(tokenizer, tf.Module) or not all(
@@ -265,10 +258,9 @@ class TranslationModule(tf.Module):
 
     def source_ids(self, text):
         """Strings (B,) -> source ids int32 (B, S): tokens cut to max_length - 1, + [END], 0-padded."""
-        ids = tf.cast(self.source_tokenizer.tokenize(text), tf.int32)  # (B, (T))
-        ids = ids[:, : self.max_length - 1]
-        end = tf.fill([tf.shape(text)[0], 1], tf.constant(self.ids["end"], tf.int32))
-        return tf.concat([ids, end], axis=1).to_tensor(default_value=self.ids["pad"])  # (B, S)
+        ids = encode_sources(self.source_tokenizer, text, self.max_length,
+                             end_id=self.ids["end"])  # (B, (S))
+        return ids.to_tensor(default_value=self.ids["pad"])  # (B, S)
 
     def sequence_log_prob(self, source, tokens):
         """Sum of log p(token) over each row of `tokens` (B, L), up to and including [END].
@@ -425,24 +417,14 @@ def existing_versions(path):
 def _write_atomically(base, version, save):
     """Run `save(directory)` into a temporary directory under `base`, then rename it to
     `base/<version>`; on any exception the temporary directory is removed."""
-    final = base / str(version)
-    temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=base))
-    try:
-        save(temporary)
+
+    def check_still_free():
         if version in existing_versions(base):
             raise FileExistsError(
                 f"export: version {version} appeared in {base} while exporting; not overwritten."
             )
-        try:
-            os.rename(temporary, final)
-        except OSError as error:  # e.g. created concurrently (ENOTEMPTY)
-            raise FileExistsError(
-                f"export: could not rename the export to {final}: {error}"
-            ) from error
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    return final
+
+    return files.write_directory(base / str(version), save, before_rename=check_still_free)
 
 
 def export(
@@ -496,8 +478,6 @@ def export(
         FileExistsError: `<path>/<version>` exists.
     """
     if isinstance(obj, (str, os.PathLike)):
-        import keras
-
         if not str(obj).endswith(".keras"):
             raise ValueError(f"export: a path `obj` must be a .keras file; received {obj!r}.")
         obj = keras.saving.load_model(obj)
@@ -543,15 +523,13 @@ def export(
         tf.saved_model.save(module, str(directory), signatures=signatures)
         extra = directory / "assets.extra"
         extra.mkdir(exist_ok=True)
-        (extra / METADATA_FILENAME).write_text(json.dumps(metadata, indent=2) + "\n")
+        files.write_json(extra / METADATA_FILENAME, metadata)
 
     return _write_atomically(base, version, save)
 
 
 def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
                         length_penalty=None, force_end=None):
-    import tensorflow_text
-
     if tokenizer is None:
         raise ValueError(
             f"export: a {family} model needs `tokenizer` (and `target_tokenizer` when the "

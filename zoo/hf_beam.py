@@ -25,7 +25,7 @@ vocabulary, L = `width` columns.
 
 import tensorflow as tf
 
-from zoo import decode
+from zoo.search_steps import forced_end, keep_shapes, pad_column, write_column
 
 _NEG = -1e9  # HF's score for impossible or excluded candidates
 
@@ -62,14 +62,14 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
              state):
         logits, state = stepper.step(last, t, state)  # (B·K, V)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = tf.where(decode._pad_column(log_probs, ids.pad), -float("inf"), log_probs)
+        log_probs = tf.where(pad_column(log_probs, ids.pad), -float("inf"), log_probs)
         at_limit = t + 1 >= limit  # (B,)
-        log_probs = decode.forced_end(log_probs, ids, tf.repeat(at_limit, k), -float("inf"))
+        log_probs = forced_end(log_probs, ids, tf.repeat(at_limit, k), -float("inf"))
         vocabulary = tf.shape(log_probs)[-1]
         candidates = tf.reshape(log_probs, [batch, k, vocabulary]) + running_scores[:, :, None]
         top_scores, top = tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=2 * k)  # (B, 2K)
         parent, token = top // vocabulary, top % vocabulary
-        sequences = decode.write_column(tf.gather(running, parent, batch_dims=1), t, token)
+        sequences = write_column(tf.gather(running, parent, batch_dims=1), t, token)
         finished = tf.equal(token, ids.end) | at_limit[:, None]  # (B, 2K)
 
         # The best K unfinished candidates run on.
@@ -98,6 +98,6 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
         return (t + 1, stop, last, running, run_scores, pool, pool_scores, pool_ended,
                 improving, state)
 
-    loop = tf.while_loop(keep_going, decode._keep_shapes(step), loop_vars)
+    loop = tf.while_loop(keep_going, keep_shapes(step), loop_vars)
     pool, pool_scores = loop[5], loop[6]
     return pool[:, 0], pool_scores[:, 0]

@@ -33,6 +33,10 @@ import json
 import pathlib
 
 import numpy as np
+from safetensors.numpy import load_file
+
+from zoo import export, marian_tokenizer, registry, torch_checkpoint, transformer
+from zoo.transformer import TransformerConfig
 
 CONFIG_FILENAME = "config.json"
 WEIGHTS_FILENAME = "model.safetensors"
@@ -54,7 +58,7 @@ class FolderError(ValueError):
     """A folder that is not an importable Marian checkpoint (the message names the file/field)."""
 
 
-def read_config(folder):
+def read_config(folder):  # noqa: C901 - one flat check per field the family cannot express
     """`config.json` of a Marian folder as a dict, after checking that the family can express it."""
     path = pathlib.Path(folder) / CONFIG_FILENAME
     if not path.is_file():
@@ -145,8 +149,6 @@ def transformer_config(folder, base=None, **overrides):
             label smoothing, warm-up...) are kept; default the class defaults.
         **overrides: further fields; one that `config.json` fixes must agree with it.
     """
-    from zoo.transformer import TransformerConfig
-
     fields = transformer_fields(read_config(folder))
     for name, value in overrides.items():
         if name in fields and value != fields[name] and name not in ("dropout", "attention_dropout"):
@@ -171,15 +173,11 @@ def read_weights(folder):
     folder = pathlib.Path(folder)
     path = folder / WEIGHTS_FILENAME
     if path.is_file():
-        from safetensors.numpy import load_file
-
         try:
             tensors = load_file(str(path))
         except Exception as error:  # safetensors raises its own error types
             raise FolderError(f"{path}: not a safetensors file ({error})") from None
     elif (folder / TORCH_WEIGHTS_FILENAME).is_file():
-        from zoo import torch_checkpoint
-
         try:
             tensors = torch_checkpoint.read_state_dict(folder / TORCH_WEIGHTS_FILENAME)
         except ValueError as error:
@@ -262,8 +260,6 @@ def _load_embeddings(layers, config, take):
 
 def build_model(folder, base=None, **overrides):
     """The zoo Transformer with the folder's sizes and weights (uncompiled), and its config."""
-    from zoo import transformer
-
     config = transformer_config(folder, base, **overrides)
     tensors = read_weights(folder)  # read before building: a bad file fails fast
     model = transformer.build(config)
@@ -290,9 +286,7 @@ def import_folder(folder, **overrides):
     Raises:
         FolderError (a ValueError) or FileNotFoundError, one line naming the file or field.
     """
-    from zoo import marian_tokenizer
-
-    source_tokenizer, target_tokenizer = marian_tokenizer.load_pair(folder)
+    source_tokenizer, target_tokenizer = load_tokenizers(folder)
     model, config = build_model(folder, **overrides)
     for side, tokenizer, size in (("source", source_tokenizer, config.source_vocab),
                                   ("target", target_tokenizer, config.target_vocab)):
@@ -316,8 +310,26 @@ def export_folder(folder, path, version=None, **export_options):
     Returns:
         `pathlib.Path` of the version directory.
     """
-    from zoo import export
-
     model, source_tokenizer, target_tokenizer = import_folder(folder)
     return export.export(model, path, version, tokenizer=source_tokenizer,
                          target_tokenizer=target_tokenizer, **export_options)
+
+
+def load_tokenizers(folder):
+    """`(source, target)` tokenizers of a Hugging Face Marian folder (its config.json gives the ids)."""
+    folder = pathlib.Path(folder)
+    config = read_config(folder)
+    separate = not config.get("share_encoder_decoder_embeddings", True)
+    source_vocab = marian_tokenizer.read_vocab(folder / marian_tokenizer.VOCAB_FILENAME)
+    target_vocab = marian_tokenizer.read_vocab(folder / "target_vocab.json") if separate else source_vocab
+    ids = dict(pad_id=config["pad_token_id"], end_id=config["eos_token_id"],
+               start_id=config.get("decoder_start_token_id", config["pad_token_id"]))
+    source = marian_tokenizer.MarianTokenizer(folder / "source.spm", source_vocab, **ids, name="source_tokenizer")
+    target = marian_tokenizer.MarianTokenizer(folder / "target.spm", target_vocab, **ids, name="target_tokenizer")
+    source.vocab_file = str(folder / marian_tokenizer.VOCAB_FILENAME)
+    target.vocab_file = str(folder / ("target_vocab.json" if separate else marian_tokenizer.VOCAB_FILENAME))
+    return source, target
+
+
+# `zoo.get("transformer-base", weights=FOLDER)` builds the model from the folder.
+registry.register_weights(TransformerConfig, import_weights=build_model)

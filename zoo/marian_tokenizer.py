@@ -197,21 +197,3 @@ def read_vocab(path):
     if len(set(vocab.values())) != len(vocab):
         raise ValueError(f"{path}: two pieces share an id")
     return vocab
-
-
-def load_pair(folder):
-    """`(source, target)` tokenizers of a Hugging Face Marian folder (its config.json gives the ids)."""
-    from zoo import marian
-
-    folder = pathlib.Path(folder)
-    config = marian.read_config(folder)
-    separate = not config.get("share_encoder_decoder_embeddings", True)
-    source_vocab = read_vocab(folder / VOCAB_FILENAME)
-    target_vocab = read_vocab(folder / "target_vocab.json") if separate else source_vocab
-    ids = dict(pad_id=config["pad_token_id"], end_id=config["eos_token_id"],
-               start_id=config.get("decoder_start_token_id", config["pad_token_id"]))
-    source = MarianTokenizer(folder / "source.spm", source_vocab, **ids, name="source_tokenizer")
-    target = MarianTokenizer(folder / "target.spm", target_vocab, **ids, name="target_tokenizer")
-    source.vocab_file = str(folder / VOCAB_FILENAME)
-    target.vocab_file = str(folder / ("target_vocab.json" if separate else VOCAB_FILENAME))
-    return source, target

@@ -31,7 +31,8 @@ with `<pad>` (the model's `pad_id`, which its loss ignores).
 
 import tensorflow as tf
 
-from zoo.text import END_ID, PAD_ID, START_ID
+from keras_attention.checks import check_int
+from zoo.tokens import END_ID, PAD_ID, START_ID, encode_sources
 
 
 def _check_pairs(pairs):
@@ -124,8 +125,7 @@ def make_translation_dataset(
         ("max_length", max_length, 2),
         ("tokenize_batch_size", tokenize_batch_size, 1),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name} must be an int >= {minimum}; received {name}={value!r}")
+        check_int(name, value, minimum)
     if shuffle_buffer_size is not None and (
         not isinstance(shuffle_buffer_size, int) or shuffle_buffer_size < 1
     ):
@@ -153,15 +153,13 @@ def make_translation_dataset(
         )
 
     def encode(source_text, target_text):  # (b,) strings each
-        source = source_tokenizer.tokenize(source_text)[:, : max_length - 1]  # (b, (S-1))
         words = target_tokenizer.tokenize(target_text)[:, : max_length - 1]  # (b, (T-1))
-        source = tf.cast(source, tf.int32)
         words = tf.cast(words, tf.int32)
         rows = tf.shape(source_text)[0]
         start = tf.fill([rows, 1], tf.constant(ids["start"], tf.int32))
         end = tf.fill([rows, 1], tf.constant(ids["end"], tf.int32))
         return (
-            tf.concat([source, end], axis=1),  # (b, (S))
+            encode_sources(source_tokenizer, source_text, max_length),  # (b, (S))
             tf.concat([start, words], axis=1),  # (b, (T))
             tf.concat([words, end], axis=1),  # (b, (T))
         )

@@ -26,6 +26,7 @@ import csv
 import math
 import pathlib
 
+import keras
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -33,6 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 import keras_attention as ka
+from zoo import vit
 
 __all__ = [
     "attention_heatmap",
@@ -331,8 +333,6 @@ def _to_numpy(variable):
     """A Keras variable (or anything array-like) as a numpy array."""
     if hasattr(variable, "numpy"):
         return np.asarray(variable.numpy())
-    import keras
-
     return keras.ops.convert_to_numpy(variable)
 
 
@@ -450,8 +450,6 @@ def vit_attention_map(model, images, titles=None, residual=True, alpha=0.6, path
     Returns:
         `matplotlib.figure.Figure`.
     """
-    from zoo import vit
-
     if "patch_embedding" not in _vit_layers(model):
         raise ValueError(
             f"model: {getattr(model, 'name', model)!r} is not a zoo ViT (no `patch_embedding`)."
@@ -516,7 +514,7 @@ def read_history(path):
     return history
 
 
-def training_curves(history, metrics=None, title=None, path=None):
+def training_curves(history, metrics=None, title=None, path=None):  # noqa: C901 - accepts 4 history forms
     """Metrics per epoch, one panel per metric with its `val_` twin.
 
     Args:

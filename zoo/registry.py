@@ -14,6 +14,8 @@ import fnmatch
 import warnings
 from typing import Any, Callable
 
+from zoo import distribute
+
 
 class UnknownModelError(ValueError):
     """`zoo.get` and friends were given a name that is not registered."""
@@ -87,6 +89,22 @@ def register_family(config_class, name, compile_fn=None, search_space=None, read
     family builds the model from the folder itself (Transformer, `zoo.marian`).
     """
     _FAMILIES[config_class] = Family(name, compile_fn, search_space, read_weights, import_weights)
+
+
+def register_weights(config_class, read_weights=None, import_weights=None):
+    """Give a registered family its pretrained-weights hook (see `register_family`).
+
+    The modules that read checkpoints sit above the families (they build
+    the family's models), so they register themselves: `zoo.vit_pretrained`
+    for the ViT, `zoo.marian` for the Transformer.
+    """
+    family = _FAMILIES.get(config_class)
+    if family is None:
+        raise ValueError(f"{config_class.__name__} is not a model family; call register_family first.")
+    _FAMILIES[config_class] = dataclasses.replace(
+        family, read_weights=read_weights or family.read_weights,
+        import_weights=import_weights or family.import_weights,
+    )
 
 
 def register_search_space(config_class, search_space):
@@ -242,14 +260,10 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             checkpoint, overrides = _read_weights(name, weights, overrides)
     cfg = config(name, **overrides)
     if isinstance(strategy, str):
-        from zoo.distribute import get_strategy
-
-        strategy = get_strategy(strategy)
+        strategy = distribute.get_strategy(strategy)
     if compile:
-        from zoo.distribute import check_jit_compile
-
         # `strategy`, or the one whose scope this is called in.
-        check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
+        distribute.check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
         if importer is not None:
@@ -267,10 +281,8 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
                     f"Model {name!r} has no training recipe: register it with a `compile_fn`, "
                     "use one of the zoo's config classes, or call zoo.get(..., compile=False)."
                 )
-            from zoo.distribute import prepare_model
-
             # Keras fixes for training under a strategy (clipping, multi-worker; zoo.distribute).
-            prepare_model(model)
+            distribute.prepare_model(model)
     return model
 
 
@@ -361,6 +373,7 @@ __all__ = [
     "register",
     "register_family",
     "register_search_space",
+    "register_weights",
     "search_space",
     "unregister",
 ]

@@ -111,7 +111,8 @@ class BahdanauDecoder(keras.layers.Layer):
     Call arguments:
         target_embeddings: `E y_{t-1}` for every step, `(B, T, E)`.
         annotations: encoder outputs `(B, S, A)`.
-        initial_state: list of the cell's states, each `(B, units)`.
+        initial_state: list of the cell's states, each `(B, units)` (or
+            them stacked, `(n, B, units)`).
         annotations_mask: `(B, S)`, True for real source positions.
         training: whether the cell's dropout is active.
 
@@ -154,7 +155,10 @@ class BahdanauDecoder(keras.layers.Layer):
     ):
         projected_key = self.attention.project_key(annotations)  # U_a h, once per sequence
         steps = ops.transpose(target_embeddings, (1, 0, 2))  # (T, B, E)
-        states = list(initial_state)
+        if isinstance(initial_state, (list, tuple)):
+            states = list(initial_state)
+        else:  # stacked (n, B, units)
+            states = ops.unstack(initial_state, axis=0)
         # Keras's scan stacks outputs shaped like the carry, so the carry holds the
         # cell states followed by this step's s_{t-1}, c_t and α_t.
         outputs = [

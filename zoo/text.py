@@ -52,12 +52,18 @@ import pathlib
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-PAD_TOKEN = "[PAD]"
-UNK_TOKEN = "[UNK]"
-START_TOKEN = "[START]"
-END_TOKEN = "[END]"
-RESERVED_TOKENS = (PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN)
-PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
+from zoo.progress import progress_bar
+from zoo.tokens import (  # noqa: F401 - part of this module's API
+    END_ID,
+    END_TOKEN,
+    PAD_ID,
+    PAD_TOKEN,
+    RESERVED_TOKENS,
+    START_ID,
+    START_TOKEN,
+    UNK_ID,
+    UNK_TOKEN,
+)
 
 SUFFIX_INDICATOR = "##"
 NORMALIZATION_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
@@ -158,15 +164,6 @@ def _check_reserved_tokens(reserved_tokens):
     return reserved_tokens
 
 
-def _progress_bar(total, unit_name, progress):
-    """A `keras.utils.Progbar` over `total` items (None: unknown) when `progress`, else None."""
-    if not progress:
-        return None
-    import keras
-
-    return keras.utils.Progbar(total, unit_name=unit_name)
-
-
 def count_words(
     sentences, lower_case=True, normalization_form="NFKC", batch_size=1024, progress=False
 ):
@@ -214,7 +211,7 @@ def count_words(
             tf.size(batch),
         )
     )
-    bar = _progress_bar(total, "sentence", progress)
+    bar = progress_bar(total, "sentence", progress)
     counts = collections.Counter()
     seen = 0
     for words, batch_length in dataset.as_numpy_iterator():
@@ -227,7 +224,7 @@ def count_words(
     return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
 
 
-def _learn_wordpiece_bpe(
+def _learn_wordpiece_bpe(  # noqa: C901 - the learning loop of one algorithm, kept whole
     word_counts, vocab_size, reserved_tokens, min_frequency, max_unique_chars, progress=False
 ):
     """WordPiece vocabulary from pair merges, most frequent pair first.
@@ -265,7 +262,7 @@ def _learn_wordpiece_bpe(
             if token not in seen:
                 seen.add(token)
                 vocabulary.append(token)
-    bar = _progress_bar(vocab_size, "token", progress)
+    bar = progress_bar(vocab_size, "token", progress)
     if bar is not None and len(vocabulary) < vocab_size:
         bar.update(len(vocabulary))
 
@@ -418,7 +415,10 @@ def train_wordpiece_vocabulary(
             word_counts, vocab_size, reserved_tokens, min_frequency, max_unique_chars, progress
         )
 
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
+    # The learner's library is loaded only when a vocabulary is learned.
+    from tensorflow_text.tools.wordpiece_vocab import (  # noqa: PLC0415
+        wordpiece_tokenizer_learner_lib,
+    )
 
     # The learner `bert_vocab_from_dataset` calls, fed with our own word counts
     # (its own counting would split words the BERT way, not ours).

@@ -18,6 +18,7 @@ import json
 import pathlib
 
 from zoo import text
+from zoo.marian_tokenizer import MarianTokenizer
 from zoo.sentencepiece_tokenizer import SentencePieceTokenizer
 
 TOKENIZERS = ("sentencepiece", "wordpiece")
@@ -52,8 +53,6 @@ def load(directory):
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         raise ValueError(f"{config_path} is corrupt: not a JSON object") from None
     if saved_type == "marian":  # imported with a Marian model (zoo.marian)
-        from zoo.marian_tokenizer import MarianTokenizer
-
         return MarianTokenizer.load(directory)
     if check_name(saved_type) == "sentencepiece":
         return SentencePieceTokenizer.load(directory)

@@ -350,16 +350,8 @@ def attention_weights(model, inputs):
     return weights
 
 
-def import_weights(folder, base, **overrides):
-    """`zoo.get(name, weights=folder)`: a Marian (OPUS-MT) folder, see `zoo.marian`."""
-    from zoo import marian
-
-    return marian.build_model(folder, base, **overrides)
-
-
-registry.register_family(
-    TransformerConfig, "transformer", compile_fn=compile_model, import_weights=import_weights
-)
+# `zoo.get(name, weights=folder)` (a Marian / OPUS-MT folder) is registered by `zoo.marian`.
+registry.register_family(TransformerConfig, "transformer", compile_fn=compile_model)
 
 _PAPER = "Vaswani et al., Attention Is All You Need, NeurIPS 2017, Table 3"
 _TINY = dict(

@@ -22,10 +22,11 @@ different `num_classes` initialises a new head, with a warning.
 
 import dataclasses
 import math
-import pathlib
 import warnings
 
 import numpy as np
+
+from zoo.vit_resample import resample_position_embeddings
 
 # The fine-tuning recipe of a model loaded with weights (overrides given to
 # `zoo.get` win): AdamW at a learning rate 30 times lower than from scratch,
@@ -123,8 +124,6 @@ class Checkpoint:
         return array.reshape(shape).astype(np.float32)
 
     def _resampled(self, source, table, expected, config, name):
-        from zoo.vit_resample import resample_position_embeddings
-
         prefix = int(config.pooling == "cls")
         old = math.isqrt(max(table.shape[0] - prefix, 0))
         if table.ndim != 2 or table.shape[1] != expected[1] or old * old != table.shape[0] - prefix:
@@ -166,28 +165,3 @@ def implied_fields(path, tensors):
     if head is not None:
         fields["num_classes"] = int(head.shape[-1])
     return fields
-
-
-def read(path):
-    """The `Checkpoint` of a `.npz`, `.safetensors`, `.pth` file or a Hugging Face folder."""
-    from zoo import tensor_files, vit_huggingface, vit_npz, vit_timm
-
-    path = pathlib.Path(path)
-    if path.is_dir():
-        return vit_huggingface.read(path)
-    tensors = tensor_files.read(path)
-    if path.suffix.lower() == ".npz":
-        return vit_npz.read(path, tensors)
-    if vit_huggingface.matches(tensors):
-        return vit_huggingface.read(path, tensors)
-    return vit_timm.read(path, tensors)
-
-
-def load(name, path, **overrides):
-    """A ViT entry built from `zoo.get(name, **overrides)` with the weights at `path` (uncompiled).
-
-    Same as `zoo.get(name, weights=path, compile=False, **overrides)`.
-    """
-    from zoo import registry
-
-    return registry.get(name, weights=path, compile=False, **overrides)

@@ -54,7 +54,7 @@ def _blocks(path, w, prefix):
     return count, f"{prefix}Transformer/encoderblock_{{i}}/", False
 
 
-def read(path, w):
+def read(path, w):  # noqa: C901 - one branch per layout variant timm's loader also accepts
     """The `Checkpoint` of Google's named arrays `w` (from `zoo.tensor_files.read_npz`)."""
     prefix = next((p for p in _PREFIXES if f"{p}embedding/kernel" in w), None)
     if prefix is None:

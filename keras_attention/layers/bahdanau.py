@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention import ops as attention_ops
-from keras_attention.layers.multi_head import _check_positive_int
+from keras_attention.checks import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -40,7 +40,7 @@ class BahdanauAttention(keras.layers.Layer):
 
     def __init__(self, units, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        _check_positive_int("units", units)
+        check_positive_int("units", units)
         self.units = units
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 

@@ -9,7 +9,7 @@ instead of O(n/k) (van den Oord et al. 2016, WaveNet; Bai et al. 2018, TCN).
 import keras
 from keras import ops
 
-from keras_attention.layers.multi_head import _check_positive_int, _check_rate
+from keras_attention.checks import check_positive_int, check_rate
 
 
 def receptive_field(kernel_size, dilations, convolutions_per_dilation=1):
@@ -24,11 +24,11 @@ def receptive_field(kernel_size, dilations, convolutions_per_dilation=1):
     Returns:
         The number of input positions, the current one included.
     """
-    _check_positive_int("kernel_size", kernel_size)
-    _check_positive_int("convolutions_per_dilation", convolutions_per_dilation)
+    check_positive_int("kernel_size", kernel_size)
+    check_positive_int("convolutions_per_dilation", convolutions_per_dilation)
     dilations = list(dilations)
     for dilation in dilations:
-        _check_positive_int("dilations entry", dilation)
+        check_positive_int("dilations entry", dilation)
     return 1 + convolutions_per_dilation * (kernel_size - 1) * sum(dilations)
 
 
@@ -73,9 +73,9 @@ class CausalConv1D(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("filters", filters)
-        _check_positive_int("kernel_size", kernel_size)
-        _check_positive_int("dilation_rate", dilation_rate)
+        check_positive_int("filters", filters)
+        check_positive_int("kernel_size", kernel_size)
+        check_positive_int("dilation_rate", dilation_rate)
         self.filters = filters
         self.kernel_size = kernel_size
         self.dilation_rate = dilation_rate
@@ -179,10 +179,10 @@ class DilatedResidualBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("filters", filters)
-        _check_positive_int("kernel_size", kernel_size)
-        _check_positive_int("dilation_rate", dilation_rate)
-        _check_rate("dropout", dropout)
+        check_positive_int("filters", filters)
+        check_positive_int("kernel_size", kernel_size)
+        check_positive_int("dilation_rate", dilation_rate)
+        check_rate("dropout", dropout)
         self.filters = filters
         self.kernel_size = kernel_size
         self.dilation_rate = dilation_rate

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_attention.layers.multi_head import _check_positive_int, _check_rate
+from keras_attention.checks import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -38,9 +38,9 @@ class PositionwiseFeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("intermediate_dim", intermediate_dim)
-        _check_positive_int("output_dim", output_dim, allow_none=True)
-        _check_rate("dropout", dropout)
+        check_positive_int("intermediate_dim", intermediate_dim)
+        check_positive_int("output_dim", output_dim, allow_none=True)
+        check_rate("dropout", dropout)
         self.intermediate_dim = intermediate_dim
         self.output_dim = output_dim
         self.activation = keras.activations.get(activation)

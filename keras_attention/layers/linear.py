@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention import ops as attention_ops
-from keras_attention.layers.multi_head import _check_positive_int
+from keras_attention.checks import check_positive_int
 
 
 def feature_map(x):
@@ -78,10 +78,10 @@ class LinearAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("key_dim", key_dim)
-        _check_positive_int("value_dim", value_dim, allow_none=True)
-        _check_positive_int("output_dim", output_dim, allow_none=True)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
+        check_positive_int("value_dim", value_dim, allow_none=True)
+        check_positive_int("output_dim", output_dim, allow_none=True)
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim if value_dim is not None else key_dim

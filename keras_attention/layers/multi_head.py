@@ -7,23 +7,12 @@ from keras import ops
 
 from keras_attention import chunked
 from keras_attention import ops as attention_ops
+from keras_attention.checks import check_positive_int, check_rate
 
 if keras.backend.backend() == "tensorflow":
     import tensorflow as tf  # `_batched_matmul` only
 
 SCORINGS = ("scaled_dot", "dot", "additive")
-
-
-def _check_positive_int(name, value, allow_none=False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive integer; received {name}={value!r}.")
-
-
-def _check_rate(name, value):
-    if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
-        raise ValueError(f"`{name}` must be a float in [0, 1); received {name}={value!r}.")
 
 
 def _write_positions(cache, new, index, axis):
@@ -131,11 +120,11 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("key_dim", key_dim)
-        _check_positive_int("value_dim", value_dim, allow_none=True)
-        _check_positive_int("output_dim", output_dim, allow_none=True)
-        _check_rate("dropout", dropout)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
+        check_positive_int("value_dim", value_dim, allow_none=True)
+        check_positive_int("output_dim", output_dim, allow_none=True)
+        check_rate("dropout", dropout)
         if scoring not in SCORINGS:
             raise ValueError(f"`scoring` must be one of {SCORINGS}; received scoring={scoring!r}.")
         self.num_heads = num_heads
@@ -148,7 +137,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
-        _check_positive_int("chunk_size", chunk_size, allow_none=True)
+        check_positive_int("chunk_size", chunk_size, allow_none=True)
         if chunk_size is not None and (scoring == "additive" or dropout > 0.0):
             raise ValueError(
                 "`chunk_size` needs dot-product scoring without attention dropout; received "
@@ -501,3 +490,23 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+# Our weight name -> (sub-layer, variable) of `keras.layers.MultiHeadAttention`.
+KERAS_WEIGHT_MAP = {
+    "query_kernel": ("_query_dense", "kernel"),
+    "query_bias": ("_query_dense", "bias"),
+    "key_kernel": ("_key_dense", "kernel"),
+    "key_bias": ("_key_dense", "bias"),
+    "value_kernel": ("_value_dense", "kernel"),
+    "value_bias": ("_value_dense", "bias"),
+    "output_kernel": ("_output_dense", "kernel"),
+    "output_bias": ("_output_dense", "bias"),
+}
+
+
+def copy_keras_weights(layer, reference):
+    """Give `layer` (our `MultiHeadAttention`, built) the weights of `reference`
+    (a built `keras.layers.MultiHeadAttention` of the same sizes)."""
+    for name, (sublayer, variable) in KERAS_WEIGHT_MAP.items():
+        getattr(layer, name).assign(getattr(getattr(reference, sublayer), variable))

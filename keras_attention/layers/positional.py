@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention.layers.multi_head import _check_positive_int, _check_rate
+from keras_attention.checks import check_positive_int, check_rate
 
 
 def _check_length(layer_name, length, sequence_length, start_index=0):
@@ -118,7 +118,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     def __init__(self, sequence_length, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        _check_positive_int("sequence_length", sequence_length)
+        check_positive_int("sequence_length", sequence_length)
         self.sequence_length = sequence_length
         self.initializer = keras.initializers.get(initializer)
         self.supports_masking = True
@@ -205,10 +205,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("vocabulary_size", vocabulary_size)
-        _check_positive_int("sequence_length", sequence_length)
-        _check_positive_int("embedding_dim", embedding_dim)
-        _check_rate("dropout", dropout)
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_positive_int("sequence_length", sequence_length)
+        check_positive_int("embedding_dim", embedding_dim)
+        check_rate("dropout", dropout)
         if positional not in ("sinusoidal", "learned"):
             raise ValueError(
                 f"`positional` must be 'sinusoidal' or 'learned'; received {positional!r}."

@@ -2,14 +2,10 @@
 
 import keras
 
+from keras_attention.checks import check_positive_int, check_rate
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
 from keras_attention.layers.linear import LinearAttention
-from keras_attention.layers.multi_head import (
-    SCORINGS,
-    MultiHeadAttention,
-    _check_positive_int,
-    _check_rate,
-)
+from keras_attention.layers.multi_head import SCORINGS, MultiHeadAttention
 
 
 def keras_mask(tensor):
@@ -37,11 +33,11 @@ class _TransformerBlockBase(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("intermediate_dim", intermediate_dim)
-        _check_positive_int("key_dim", key_dim, allow_none=True)
-        _check_rate("dropout", dropout)
-        _check_rate("attention_dropout", attention_dropout)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("intermediate_dim", intermediate_dim)
+        check_positive_int("key_dim", key_dim, allow_none=True)
+        check_rate("dropout", dropout)
+        check_rate("attention_dropout", attention_dropout)
         if scoring not in SCORINGS:
             raise ValueError(f"`scoring` must be one of {SCORINGS}; received scoring={scoring!r}.")
         if attention not in ("softmax", "linear"):

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention import ops as attention_ops
-from keras_attention.layers.multi_head import _check_positive_int
+from keras_attention.checks import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -39,8 +39,8 @@ class PatchEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("patch_size", patch_size)
-        _check_positive_int("embedding_dim", embedding_dim)
+        check_positive_int("patch_size", patch_size)
+        check_positive_int("embedding_dim", embedding_dim)
         self.patch_size = patch_size
         self.embedding_dim = embedding_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

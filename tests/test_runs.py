@@ -1,7 +1,6 @@
-"""zoo/train.py (the API behind `zoo train/evaluate/export/predict`) and `zoo.datasets.load`."""
+"""`zoo.runs` (the API behind `zoo train/evaluate/export/predict`), `zoo.preparation` and `zoo.datasets.load`."""
 
 import csv
-import gzip
 import json
 
 import keras
@@ -10,8 +9,10 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import datasets, text
-from zoo import train as training
+from zoo import datasets, preparation, runs, text
+from zoo.runs import callbacks, evaluation, options
+
+from fashion_files import write_fashion_idx  # tests/ is on sys.path
 
 TINY_TRANSFORMER = dict(
     num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=2, intermediate_dim=64,
@@ -90,13 +91,13 @@ def test_load_rejects_bad_specs(spec, kwargs, error, message):
 def test_dataset_kind_and_family_check():
     assert datasets.dataset_kind("tsv:x.tsv") == "translation"
     assert datasets.dataset_kind("fashion-mnist") == "image"
-    assert training.check_data_fits("transformer-tiny", "numbers") == "translation"
-    assert training.check_data_fits("seq2seq-bahdanau-small", "tsv:x") == "translation"
-    assert training.check_data_fits("vit-tiny", "images:x") == "image"
+    assert preparation.check_data_fits("transformer-tiny", "numbers") == "translation"
+    assert preparation.check_data_fits("seq2seq-bahdanau-small", "tsv:x") == "translation"
+    assert preparation.check_data_fits("vit-tiny", "images:x") == "image"
     with pytest.raises(ValueError, match="'numbers' holds translation data but 'vit-tiny'"):
-        training.check_data_fits("vit-tiny", "numbers")
+        preparation.check_data_fits("vit-tiny", "numbers")
     with pytest.raises(ValueError, match="use a translation dataset"):
-        training.check_data_fits("transformer-tiny", "digits")
+        preparation.check_data_fits("transformer-tiny", "digits")
 
 
 # === Callbacks: history, checkpoints and backup across an interruption ===
@@ -125,15 +126,15 @@ def _dense_model():
 def _fit(model, run_dir, epochs, extra=()):
     x = np.linspace(-1, 1, 48, dtype="float32").reshape(16, 3)
     y = np.sin(x.sum(axis=1, keepdims=True))
-    backup = training.Backup(run_dir / "backup")
-    callbacks = [
-        training.HistoryCSV(run_dir / "history.csv"),
-        training.Checkpoints(run_dir / "checkpoints", "val_loss", run_dir / "history.csv"),
+    backup = callbacks.Backup(run_dir / "backup")
+    callback_list = [
+        callbacks.HistoryCSV(run_dir / "history.csv"),
+        callbacks.Checkpoints(run_dir / "checkpoints", "val_loss", run_dir / "history.csv"),
         backup,
         *extra,
     ]
     model.fit(x, y, batch_size=4, epochs=epochs, shuffle=False, validation_data=(x, y),
-              callbacks=callbacks, verbose=0)
+              callbacks=callback_list, verbose=0)
     return backup
 
 
@@ -155,8 +156,8 @@ def test_interrupted_and_resumed_training_equals_an_uninterrupted_one(tmp_path):
     # Weights and optimizer state (Adam's moments) came back: the same end point.
     for a, b in zip(straight.get_weights(), restarted.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    rows = training.read_history(tmp_path / "resumed/history.csv")
-    reference = training.read_history(tmp_path / "straight/history.csv")
+    rows = runs.read_history(tmp_path / "resumed/history.csv")
+    reference = runs.read_history(tmp_path / "straight/history.csv")
     assert [row["epoch"] for row in rows] == [0, 1, 2, 3, 4, 5]
     np.testing.assert_allclose([r["loss"] for r in rows], [r["loss"] for r in reference],
                                rtol=1e-5)
@@ -179,12 +180,12 @@ def test_history_drops_rows_of_epochs_trained_again(tmp_path):
         writer = csv.writer(file)
         writer.writerow(["epoch", "loss"])
         writer.writerows([[0, 3.0], [1, 2.0], [2, 1.5]])
-    callback = training.HistoryCSV(path)
+    callback = callbacks.HistoryCSV(path)
     callback.on_train_begin()
     callback.on_epoch_begin(2)
-    assert [row["epoch"] for row in training.read_history(path)] == [0, 1]
+    assert [row["epoch"] for row in runs.read_history(path)] == [0, 1]
     callback.on_epoch_end(2, {"loss": 1.25, "accuracy": 0.5})
-    rows = training.read_history(path)
+    rows = runs.read_history(path)
     assert [(row["epoch"], row["loss"]) for row in rows] == [(0, 3.0), (1, 2.0), (2, 1.25)]
     assert np.isnan(rows[0]["accuracy"]) and rows[2]["accuracy"] == 0.5
     assert not list(tmp_path.glob(".history*"))  # no temporary file left behind
@@ -199,7 +200,7 @@ def test_a_half_written_backup_weights_file_is_ignored(tmp_path):
     # still names epoch 2's complete file, which is what a restart restores.
     write(tmp_path / "backup/epoch-3.weights.h5", b"\x89HDF\r\n partial")
     fresh = _dense_model()
-    backup = training.Backup(tmp_path / "backup")
+    backup = callbacks.Backup(tmp_path / "backup")
     backup.set_model(fresh)
     backup.on_train_begin()
     assert backup.restored_epoch == 2
@@ -213,7 +214,7 @@ def test_a_half_written_backup_weights_file_is_ignored(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "tiny"
-    result = training.train(
+    result = runs.train(
         "transformer-tiny", "numbers", out, epochs=2, train_size=200, test_size=6,
         overrides=TINY_TRANSFORMER, seed=3, verbose=0, quiet=True,
     )
@@ -240,7 +241,7 @@ def test_train_writes_a_complete_run_directory(tiny_run):
     assert config["versions"]["tensorflow"] == tf.__version__
     assert config["num_params"] == zoo.describe(
         "transformer-tiny", **config["model_config"]).num_params
-    rows = training.read_history(out / "history.csv")
+    rows = runs.read_history(out / "history.csv")
     assert [row["epoch"] for row in rows] == [0, 1]
     assert {"loss", "val_loss", "masked_accuracy", "val_masked_accuracy"} <= set(rows[0])
     np.testing.assert_allclose(result.history["loss"], [row["loss"] for row in rows])
@@ -270,23 +271,23 @@ def test_train_is_deterministic_and_a_kill_after_the_last_epoch_loses_nothing(
     _, first = tiny_run
     out = tmp_path / "again"
     with pytest.raises(KeyboardInterrupt):
-        training.train(
+        runs.train(
             "transformer-tiny", "numbers", out, epochs=2, train_size=200, test_size=6,
             overrides=TINY_TRANSFORMER, seed=3, verbose=0, quiet=True,
             callbacks=[DieAtTrainEnd()],
         )
     # Same arguments and seed: the same losses, epoch by epoch.
-    rows = training.read_history(out / "history.csv")
+    rows = runs.read_history(out / "history.csv")
     np.testing.assert_allclose([r["loss"] for r in rows], first.history["loss"], rtol=1e-5)
     assert not (out / "summary.json").exists()
     weights = keras.saving.load_model(out / "checkpoints/last.keras").get_weights()
     for a, b in zip(weights, first.model.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     # Started again, the run finds both epochs done: nothing is trained or lost.
-    resumed = training.train("transformer-tiny", None, out, verbose=0, quiet=True)
+    resumed = runs.train("transformer-tiny", None, out, verbose=0, quiet=True)
     assert resumed.initial_epoch == 2 and resumed.epochs == 2
     assert resumed.summary["steps"] == first.summary["steps"]
-    assert training.read_history(out / "history.csv") == rows
+    assert runs.read_history(out / "history.csv") == rows
     for a, b in zip(resumed.model.get_weights(), weights):
         np.testing.assert_array_equal(a, b)
     assert not (out / "backup").exists() and (out / "summary.json").exists()
@@ -294,25 +295,25 @@ def test_train_is_deterministic_and_a_kill_after_the_last_epoch_loses_nothing(
 
 def test_resume_refuses_conflicts_and_finished_runs(tiny_run, tmp_path):
     out, _ = tiny_run
-    with pytest.raises(training.RunFinishedError, match="finished run"):
-        training.train("transformer-tiny", "numbers", out)
+    with pytest.raises(runs.RunFinishedError, match="finished run"):
+        runs.train("transformer-tiny", "numbers", out)
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
     config = json.loads((out / "config.json").read_text())
     (unfinished / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"epochs=3 \(saved: 2\)"):
-        training.train("transformer-tiny", "numbers", unfinished, epochs=3)
+        runs.train("transformer-tiny", "numbers", unfinished, epochs=3)
     with pytest.raises(ValueError, match=r"data 'dates' \(saved: 'numbers'\)"):
-        training.train("transformer-tiny", "dates", unfinished)
+        runs.train("transformer-tiny", "dates", unfinished)
     with pytest.raises(ValueError, match="model 'transformer-small'"):
-        training.train("transformer-small", None, unfinished)
+        runs.train("transformer-small", None, unfinished)
     with pytest.raises(ValueError, match="overrides"):
-        training.train("transformer-tiny", None, unfinished, overrides={"d_model": 64})
+        runs.train("transformer-tiny", None, unfinished, overrides={"d_model": 64})
     stray = tmp_path / "stray"
     stray.mkdir()
     (stray / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not empty and holds no zoo run"):
-        training.train("transformer-tiny", "numbers", stray)
+        runs.train("transformer-tiny", "numbers", stray)
 
 
 @pytest.mark.parametrize(
@@ -321,7 +322,7 @@ def test_resume_refuses_conflicts_and_finished_runs(tiny_run, tmp_path):
         (dict(name="transformr-tiny", data="numbers"), "Did you mean 'transformer-tiny'"),
         (dict(name="vit-tiny", data="numbers"), "holds translation data"),
         (dict(name="transformer-tiny", data=None), "data is required"),
-        (dict(name="transformer-tiny", data="numbers", epochs=0), "epochs must be a positive"),
+        (dict(name="transformer-tiny", data="numbers", epochs=0), "`epochs` must be a positive"),
         (dict(name="transformer-tiny", data="numbers", overrides={"d_modl": 3}), "d_modl"),
         (dict(name="transformer-tiny", data="numbers", mixed_precision="fp8"), "mixed_precision"),
         (dict(name="transformer-tiny", data="numbers", strategy="gpu-cluster"), "Unknown strategy"),
@@ -329,13 +330,13 @@ def test_resume_refuses_conflicts_and_finished_runs(tiny_run, tmp_path):
 )
 def test_train_rejects_bad_arguments_before_any_work(kwargs, message, tmp_path):
     with pytest.raises(ValueError, match=message):
-        training.train(out=tmp_path / "run", **kwargs)
+        runs.train(out=tmp_path / "run", **kwargs)
     assert not (tmp_path / "run").exists()
 
 
 def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
     out, _ = tiny_run
-    run = training.load_run(out)
+    run = runs.load_run(out)
     assert run.kind == "translation" and run.source_tokenizer is run.target_tokenizer
     data = datasets.numbers(num_train=200, num_test=6, seed=3)
     sources = [source for source, _ in data.test_pairs]
@@ -346,11 +347,11 @@ def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
     expected = run.target_tokenizer.detokenize(
         zoo.decode.greedy_decode(run.model, source, max_length=24)
     ).numpy()
-    assert training.translate(run, sources, beam_size=1) == [e.decode() for e in expected]
+    assert runs.translate(run, sources, beam_size=1) == [e.decode() for e in expected]
 
-    metrics = training.evaluate(out, beam_size=2, quiet=True)
-    references = training.canonical(run.target_tokenizer, [t for _, t in data.test_pairs])
-    hypotheses = training.translate(run, sources, beam_size=1)
+    metrics = runs.evaluate(out, beam_size=2, quiet=True)
+    references = runs.canonical(run.target_tokenizer, [t for _, t in data.test_pairs])
+    hypotheses = runs.translate(run, sources, beam_size=1)
     exact = 100 * np.mean([h == r for h, r in zip(hypotheses, references)])
     assert metrics["greedy"]["exact_match"] == pytest.approx(exact)
     assert metrics["num_examples"] == 6 and metrics["beam"]["beam_size"] == 2
@@ -359,13 +360,13 @@ def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
 
 def test_canonical_references_and_scores():
     tokenizer = text.WordPieceTokenizer.from_corpus(["Three hundred and twenty-four"] * 3, 60)
-    assert training.canonical(tokenizer, ["Three hundred and twenty-four"]) == [
+    assert runs.canonical(tokenizer, ["Three hundred and twenty-four"]) == [
         "three hundred and twenty-four"
     ]
     import sacrebleu
 
     hypotheses, references = ["a b c d", "x y"], ["a b c d", "x z"]
-    exact, bleu = training._scores(hypotheses, references)
+    exact, bleu = evaluation.scores(hypotheses, references)
     assert exact == 50.0
     assert bleu == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
 
@@ -375,47 +376,28 @@ def test_exact_match_stays_a_percentage_at_or_below_one_percent(hits, total, exp
     """Real-language runs land at 1% or below: 1 of 200 is 0.5%, never 50%."""
     references = [f"sentence {i}" for i in range(total)]
     hypotheses = references[:hits] + ["wrong"] * (total - hits)
-    exact, _ = training._scores(hypotheses, references)
+    exact, _ = evaluation.scores(hypotheses, references)
     assert exact == pytest.approx(expected)
 
 
 # === Images ===
 
 
-def write_fashion_idx(directory, rng, num_train=96, num_test=16):
-    """Tiny IDX files laid out as Fashion-MNIST's (random pixels, labels 0-9)."""
-    directory.mkdir(parents=True)
-
-    def idx(array):
-        return bytes([0, 0, 8, array.ndim]) + np.asarray(array.shape, ">u4").tobytes() + \
-            array.tobytes()
-
-    arrays = {
-        "train-images-idx3-ubyte": rng.integers(0, 256, (num_train, 28, 28), dtype=np.uint8),
-        "train-labels-idx1-ubyte": np.arange(num_train, dtype=np.uint8) % 10,
-        "t10k-images-idx3-ubyte": rng.integers(0, 256, (num_test, 28, 28), dtype=np.uint8),
-        "t10k-labels-idx1-ubyte": np.arange(num_test, dtype=np.uint8) % 10,
-    }
-    for stem, array in arrays.items():
-        (directory / f"{stem}.gz").write_bytes(gzip.compress(idx(array)))
-    return arrays
-
-
 def test_vit_on_fashion_mnist_files_takes_its_sizes_from_the_data(tmp_path, rng):
     arrays = write_fashion_idx(tmp_path / "fm", rng)
-    result = training.train(
+    result = runs.train(
         "vit-tiny", "fashion-mnist", tmp_path / "run", epochs=2, batch_size=32, max_steps=4,
         data_dir=str(tmp_path / "fm"), val_ratio=0.0, verbose=0, quiet=True,
         overrides=dict(num_layers=1, hidden_dim=16, num_heads=2, mlp_dim=32, patch_size=7),
     )
-    config = training.read_config(tmp_path / "run")
+    config = runs.read_config(tmp_path / "run")
     assert config["model_config"]["image_size"] == 28 and config["model_config"]["channels"] == 1
     assert config["data"]["class_names"] == datasets.FASHION_MNIST_CLASSES
     # decay_steps follows the training length: min(epochs x steps per epoch, max_steps).
     assert config["model_config"]["decay_steps"] == 4
     assert result.stopped_by == "max_steps" and result.summary["steps"] == 4
     assert result.epochs == 2  # 3 steps per epoch: stopped during the second
-    metrics = training.evaluate(tmp_path / "run", checkpoint="last", quiet=True)
+    metrics = runs.evaluate(tmp_path / "run", checkpoint="last", quiet=True)
     logits = result.model.predict(arrays["t10k-images-idx3-ubyte"][..., None], verbose=0)
     accuracy = np.mean(np.argmax(logits, -1) == arrays["t10k-labels-idx1-ubyte"])
     assert metrics["accuracy"] == pytest.approx(accuracy)
@@ -428,10 +410,10 @@ def test_vit_on_fashion_mnist_files_takes_its_sizes_from_the_data(tmp_path, rng)
     for i, image in enumerate(arrays["t10k-images-idx3-ubyte"][:3]):
         Image.fromarray(image).save(tmp_path / f"{i}.png")
         paths.append(tmp_path / f"{i}.png")
-    version_dir = training.export_run(tmp_path / "run", to=tmp_path / "saved", quiet=True)
+    version_dir = runs.export_run(tmp_path / "run", to=tmp_path / "saved", quiet=True)
     assert version_dir == tmp_path / "saved" / "1"
-    from_run = training.predict(tmp_path / "run", paths, top_k=3)
-    served = training.predict(tmp_path / "saved", paths, top_k=3)
+    from_run = runs.predict(tmp_path / "run", paths, top_k=3)
+    served = runs.predict(tmp_path / "saved", paths, top_k=3)
     assert [[name for name, _ in r["classes"]] for r in served] == [
         [name for name, _ in r["classes"]] for r in from_run
     ]
@@ -445,9 +427,9 @@ def test_image_datasets_shuffle_each_epoch_like_a_per_example_shuffle():
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (50, 4, 4, 1)).astype("uint8")
     y = np.arange(50) % 10
-    train_data, val_data, num_train, num_val = training.image_datasets(x, y, 8, 0.2, seed=3)
+    train_data, val_data, num_train, num_val = preparation.image_datasets(x, y, 8, 0.2, seed=3)
     assert (num_train, num_val) == (40, 10)
-    train_index, val_index = training.split_validation(50, 0.2, 3)
+    train_index, val_index = preparation.split_validation(50, 0.2, 3)
     # The reference: shuffle the examples one by one, with the same seed.
     reference = tf.data.Dataset.from_tensor_slices((x[train_index], y[train_index].astype("int32")))
     reference = reference.shuffle(40, seed=3, reshuffle_each_iteration=True).batch(8)
@@ -470,32 +452,32 @@ def test_image_datasets_shuffle_each_epoch_like_a_per_example_shuffle():
 
 def test_image_size_override_that_contradicts_the_data_is_refused(tmp_path):
     with pytest.raises(ValueError, match="image_size=32 does not fit the data, which has image_size=8"):
-        training.train("vit-tiny", "digits", tmp_path / "run", epochs=1,
+        runs.train("vit-tiny", "digits", tmp_path / "run", epochs=1,
                        overrides={"image_size": 32, "patch_size": 4}, quiet=True)
 
 
 def test_mixed_precision_policy_names(tmp_path):
     strategy = tf.distribute.get_strategy()
-    assert training._resolve_mixed_precision(None, strategy) is None
-    assert training._resolve_mixed_precision("bfloat16", strategy) == "mixed_bfloat16"
-    assert training._resolve_mixed_precision("float16", strategy) == "mixed_float16"
+    assert options.resolve_mixed_precision(None, strategy) is None
+    assert options.resolve_mixed_precision("bfloat16", strategy) == "mixed_bfloat16"
+    assert options.resolve_mixed_precision("float16", strategy) == "mixed_float16"
     expected = "mixed_float16" if tf.config.list_logical_devices("GPU") else "mixed_bfloat16"
-    assert training._resolve_mixed_precision("auto", strategy) == expected
+    assert options.resolve_mixed_precision("auto", strategy) == expected
 
 
 def test_config_files_flat_run_config_and_best_config(tmp_path, tiny_run):
     flat = tmp_path / "flat.json"
     flat.write_text(json.dumps({"d_model": 64, "num_heads": 4}))
-    assert training.read_config_file(flat) == ({"d_model": 64, "num_heads": 4}, {})
+    assert runs.read_config_file(flat) == ({"d_model": 64, "num_heads": 4}, {})
     out, _ = tiny_run
-    overrides, fit = training.read_config_file(out / "config.json")
+    overrides, fit = runs.read_config_file(out / "config.json")
     assert overrides == json.loads((out / "config.json").read_text())["model_config"]
     assert fit == {"batch_size": 64}
     zoo.config("transformer-tiny", **overrides)  # a run's config is a valid override set
     best = tmp_path / "best_config.json"
     best.write_text(json.dumps({"model": "vit-tiny", "config": {"hidden_dim": 32},
                                 "fit": {"batch_size": 32}, "trial_id": "03"}))
-    assert training.read_config_file(best) == ({"hidden_dim": 32}, {"batch_size": 32})
+    assert runs.read_config_file(best) == ({"hidden_dim": 32}, {"batch_size": 32})
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="JSON object"):
-        training.read_config_file(tmp_path / "list.json")
+        runs.read_config_file(tmp_path / "list.json")

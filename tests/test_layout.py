@@ -1,0 +1,67 @@
+"""The shape of `zoo/`: data flows down, never back up, and no import cycle.
+
+Read from the source (module-level imports only), so the test needs no import.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ZOO = pathlib.Path(__file__).resolve().parent.parent / "zoo"
+# The layers that run and search models, and the command line on top of them.
+UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.demo", "zoo.__main__")
+
+
+def _module_name(path):
+    parts = path.relative_to(ZOO.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path):
+    """The zoo modules that `path` imports at module level (`from zoo import x` -> zoo.x)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("zoo"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zoo"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                is_module = (ZOO.parent / candidate.replace(".", "/")).with_suffix(".py").is_file() \
+                    or (ZOO.parent / candidate.replace(".", "/") / "__init__.py").is_file()
+                names.add(candidate if is_module else node.module)
+    return names
+
+
+GRAPH = {_module_name(path): _imports(path) for path in ZOO.rglob("*.py")}
+
+
+def _is_upper(name):
+    return any(name == upper or name.startswith(upper + ".") for upper in UPPER)
+
+
+@pytest.mark.parametrize("module", sorted(name for name in GRAPH if not _is_upper(name)
+                                          and name != "zoo"))
+def test_lower_layers_do_not_import_the_upper_ones(module):
+    assert not [name for name in GRAPH[module] if _is_upper(name)]
+
+
+def test_no_import_cycle_between_modules():
+    # The package `zoo` itself is the public facade (it re-exports zoo.tuning's
+    # `hypermodel`): an edge into it is the package being loaded, not a cycle.
+    graph = {name: {n for n in imports if n != "zoo" and n in GRAPH and n != name}
+             for name, imports in GRAPH.items() if name != "zoo"}
+    visiting, done = set(), set()
+
+    def visit(name, path):
+        if name in done:
+            return
+        assert name not in visiting, "import cycle: " + " -> ".join(path + [name])
+        visiting.add(name)
+        for child in sorted(graph.get(name, ())):
+            visit(child, path + [name])
+        visiting.discard(name)
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])

@@ -1,0 +1,100 @@
+"""Run directories and `.keras` files written by an earlier version still work.
+
+`tests/fixtures/` holds what the code at commit a20bede wrote
+(`tests/fixtures/make_v1_runs.py`, kept as the record of how):
+
+- `run_v1_transformer/`: a tiny transformer on `numbers`, killed after its
+  first of two epochs (config, tokenizer, checkpoints, history and the
+  `backup/` of the finished epoch; no `summary.json`).
+- `run_v1_vit/`: a tiny ViT on `digits` (every augmentation on, shifted
+  patches, sequence pooling), one epoch, finished.
+- `vit_v1_augmented.keras`: a ViT with the augmentation layers, with an input
+  and the output it gave.
+
+Each test works on a copy: the fixtures are never written to.
+"""
+
+import json
+import pathlib
+import shutil
+
+import keras
+import numpy as np
+import pytest
+
+from zoo import cli
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def run_main(capsys, *args):
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def transformer_run(tmp_path):
+    return pathlib.Path(shutil.copytree(FIXTURES / "run_v1_transformer", tmp_path / "run"))
+
+
+@pytest.fixture
+def vit_run(tmp_path):
+    return pathlib.Path(shutil.copytree(FIXTURES / "run_v1_vit", tmp_path / "run"))
+
+
+def test_v1_keras_file_with_the_augmentation_layers_loads_and_gives_the_same_outputs():
+    model = keras.saving.load_model(FIXTURES / "vit_v1_augmented.keras", compile=False)
+    layers = {layer.__class__.__name__ for layer in model.layers}
+    assert {"Augmentation", "ShiftedImages"} <= layers
+    augmentation = model.get_layer("augmentation")
+    assert "RandomShift" in {a.__class__.__name__ for a in augmentation.augmenters}
+    x = np.load(FIXTURES / "vit_v1_augmented_input.npy")
+    expected = np.load(FIXTURES / "vit_v1_augmented_output.npy")
+    got = keras.ops.convert_to_numpy(model(x, training=False))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_v1_transformer_run_evaluates_exports_and_predicts(transformer_run, tmp_path, capsys):
+    code, out, err = run_main(capsys, "evaluate", transformer_run, "--beam-size", 2, "--json")
+    assert code == 0, err
+    metrics = json.loads(out)
+    assert metrics["num_examples"] == 8
+    assert 0 <= metrics["beam"]["bleu"] <= 100
+    code, _, err = run_main(capsys, "export", transformer_run, "--to", tmp_path / "saved")
+    assert code == 0, err
+    assert (tmp_path / "saved/1/saved_model.pb").is_file()
+    code, out, err = run_main(capsys, "predict", transformer_run, "elf", "--beam-size", 1,
+                              "--json")
+    assert code == 0, err
+    assert json.loads(out)[0]["input"] == "elf"
+
+
+def test_v1_transformer_run_resumes_at_its_second_epoch(transformer_run, capsys):
+    code, out, err = run_main(capsys, "train", "transformer-tiny", "--out", transformer_run)
+    assert code == 0, err
+    assert "resumed from epoch 1" in out
+    summary = json.loads((transformer_run / "summary.json").read_text())
+    assert summary["epochs"] == 2 and summary["resumed_from_epoch"] == 1
+    lines = (transformer_run / "history.csv").read_text().splitlines()
+    assert [int(line.split(",")[0]) for line in lines[1:]] == [0, 1]
+    assert not (transformer_run / "backup").exists()
+
+
+def test_v1_transformer_run_refuses_a_conflicting_resume(transformer_run, capsys):
+    code, _, err = run_main(capsys, "train", "transformer-tiny", "--out", transformer_run,
+                            "--epochs", 3)
+    assert code == 2
+    assert "epochs=3 (saved: 2)" in err
+
+
+def test_v1_vit_run_evaluates_exports_and_refuses_to_train_again(vit_run, tmp_path, capsys):
+    code, out, err = run_main(capsys, "evaluate", vit_run, "--json")
+    assert code == 0, err
+    assert 0 <= json.loads(out)["accuracy"] <= 1
+    code, _, err = run_main(capsys, "export", vit_run, "--to", tmp_path / "saved")
+    assert code == 0, err
+    assert (tmp_path / "saved/1/saved_model.pb").is_file()
+    code, _, err = run_main(capsys, "train", "vit-tiny", "--out", vit_run)
+    assert code == 2
+    assert "finished run" in err

@@ -1,0 +1,60 @@
+"""`zoo.runs.options.TrainingOptions`: the one list of training options."""
+
+import dataclasses
+import json
+import pathlib
+
+import pytest
+
+from zoo import cli, preparation
+from zoo.runs.options import TrainingOptions
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
+    args = cli.build_parser().parse_args([
+        "train", "transformer-tiny", "--data", "numbers", "--epochs", "3", "--batch-size", "8",
+        "--max-steps", "5", "--time-limit", "1.5", "--seed", "2", "--val-ratio", "0.1",
+        "--mixed-precision", "--jit", "--separate-vocabularies", "--data-dir", "d",
+        "--train-size", "10", "--test-size", "4", "--test-ratio", "0.3", "--test-file", "t.tsv",
+    ])
+    given = {name: getattr(args, name) for name in TrainingOptions.names()}
+    assert None not in given.values(), given
+    options = TrainingOptions(**given)
+    assert options.training_section()["mixed_precision"] == "auto"
+    assert options.data_section()["test_path"] == "t.tsv"
+
+
+def test_sections_are_the_config_json_ones_with_defaults_filled_in():
+    options = TrainingOptions(epochs=3)
+    training = options.training_section()
+    assert training["epochs"] == 3 and training["seed"] == 0 and training["val_ratio"] == 0.05
+    assert training["batch_size"] is None  # decided by the data's kind
+    assert set(options.data_section()) == {"data_dir", "train_size", "test_size", "test_ratio",
+                                           "test_path"}
+
+
+def test_an_earlier_config_json_reads_back_and_conflicts_name_the_option():
+    saved = json.loads((FIXTURES / "run_v1_transformer/config.json").read_text())
+    options = TrainingOptions.from_config(saved)
+    assert options.epochs == 2 and options.train_size == 200
+    assert options.conflicts(saved) == []
+    assert TrainingOptions(epochs=3).conflicts(saved) == ["epochs=3 (saved: 2)"]
+    assert TrainingOptions(seed=0, test_size=8).conflicts(saved) == []
+
+
+@pytest.mark.parametrize("field, value", [("epochs", 0), ("batch_size", True),
+                                          ("max_steps", 1.5), ("time_limit", -1)])
+def test_bad_values_are_refused_with_their_name(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainingOptions(**{field: value})
+
+
+def test_options_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TrainingOptions().epochs = 3
+
+
+def test_the_data_options_are_the_ones_preparation_passes_to_the_datasets():
+    assert TrainingOptions.names("data") == preparation.DATA_OPTIONS

@@ -1,0 +1,18 @@
+"""Which zoo family a built model belongs to, read from its layer names.
+
+Models loaded from `.keras` files are recognised too (the names are part of
+each family's `build`). Used by `zoo.attention_weights`, `zoo.export` and
+`zoo.decode`.
+"""
+
+
+def model_family(model):
+    """`"transformer"`, `"seq2seq"` (RNNsearch), `"vit"`, or None for anything else."""
+    names = {layer.name for layer in getattr(model, "layers", ())}
+    if "patch_embedding" in names:
+        return "vit"
+    if "decoder" in names and "encoder" in names:
+        return "seq2seq"
+    if "encoder_block_0" in names and "decoder_block_0" in names:
+        return "transformer"
+    return None

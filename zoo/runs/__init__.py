@@ -1,0 +1,49 @@
+"""Training runs: the Python API behind `zoo train / evaluate / export / predict`.
+
+    from zoo import runs
+    result = runs.train("transformer-tiny", "numbers", out="runs/tiny", epochs=10)
+    metrics = runs.evaluate("runs/tiny")                 # exact match + BLEU, greedy and beam
+    version_dir = runs.export_run("runs/tiny")           # saved_models/transformer-tiny/<version>
+    runs.predict("runs/tiny", ["dreihundertvierundzwanzig"])
+
+One module per concern: `rundir` (the run-directory format, `load_run`),
+`options` (`TrainingOptions`, the one list of training options), `callbacks`,
+`training` (`train`, resuming), `inference` (`translate`), `evaluation`,
+`exporting` and `prediction`. What a dataset spec becomes before training is
+`zoo.preparation`'s, shared with `zoo.tuning`.
+"""
+
+from zoo.runs.evaluation import evaluate
+from zoo.runs.exporting import export_run
+from zoo.runs.inference import canonical, encode_sources, translate
+from zoo.runs.options import TrainingOptions
+from zoo.runs.prediction import predict, resolve_saved_model
+from zoo.runs.rundir import (
+    Run,
+    load_run,
+    load_tokenizers,
+    read_config,
+    read_config_file,
+    read_history,
+)
+from zoo.runs.training import RunFinishedError, RunResult, train
+
+__all__ = [
+    "Run",
+    "RunFinishedError",
+    "RunResult",
+    "TrainingOptions",
+    "canonical",
+    "encode_sources",
+    "evaluate",
+    "export_run",
+    "load_run",
+    "load_tokenizers",
+    "predict",
+    "read_config",
+    "read_config_file",
+    "read_history",
+    "resolve_saved_model",
+    "train",
+    "translate",
+]

@@ -1,0 +1,227 @@
+"""The Keras callbacks of a run: a history, checkpoints and a backup that a kill at any
+moment leaves consistent, and the two stopping rules (`max_steps`, `time_limit`)."""
+
+import json
+import pathlib
+import time
+
+import keras
+import numpy as np
+
+from zoo import files
+from zoo.runs.rundir import MONITOR, read_history, write_history
+
+
+class HistoryCSV(keras.callbacks.Callback):
+    """`history.csv`, one row per epoch, that stays right across restarts.
+
+    Like `keras.callbacks.CSVLogger(append=True)`, but the file is rewritten
+    atomically at each epoch end, and the rows of epochs at or after the first
+    epoch of this `fit` (epochs about to be trained again after a restart)
+    are dropped first, so no epoch is listed twice.
+
+    Args:
+        path: the CSV file.
+    """
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = pathlib.Path(path)
+        self._rows = None
+
+    def on_train_begin(self, logs=None):
+        self._rows = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._rows is None:
+            self._rows = [row for row in read_history(self.path) if row["epoch"] < epoch]
+            if self._rows or self.path.exists():
+                write_history(self.path, self._rows)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._rows is None:
+            self.on_epoch_begin(epoch)
+        row = {"epoch": epoch}
+        for key, value in (logs or {}).items():
+            try:
+                row[key] = float(value)
+            except (TypeError, ValueError):
+                continue
+        self._rows = [r for r in self._rows if r["epoch"] < epoch] + [row]
+        write_history(self.path, self._rows)
+
+
+class Checkpoints(keras.callbacks.Callback):
+    """`last.keras` after every epoch and `best.keras` when `monitor` improves.
+
+    Both are written atomically. After a restart the best value so far is
+    read back from `history_path`, so `best.keras` is only replaced by a
+    better epoch.
+
+    Args:
+        directory: where to write `last.keras` and `best.keras`.
+        monitor: the logged value to minimise (falls back to `loss` when the
+            logs have no `monitor`, e.g. without validation data).
+        history_path: the run's `history.csv`.
+    """
+
+    def __init__(self, directory, monitor=MONITOR, history_path=None):
+        super().__init__()
+        self.directory = pathlib.Path(directory)
+        self.monitor = monitor
+        self.history_path = history_path
+        self.best = None
+        self.best_epoch = None
+        self._started = False
+
+    def on_train_begin(self, logs=None):
+        self._started = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._started:
+            return
+        self._started = True
+        self.best, self.best_epoch = None, None
+        if self.history_path is not None and (self.directory / "best.keras").exists():
+            for row in read_history(self.history_path):
+                value = row.get(self.monitor, row.get("loss"))
+                if row["epoch"] < epoch and value is not None and np.isfinite(value):
+                    if self.best is None or value < self.best:
+                        self.best, self.best_epoch = value, row["epoch"]
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        last = self.directory / "last.keras"
+        files.save_model(self.model, last)
+        value = logs.get(self.monitor, logs.get("loss"))
+        if value is None:
+            return
+        value = float(value)
+        if np.isfinite(value) and (self.best is None or value < self.best):
+            self.best, self.best_epoch = value, epoch
+            files.copy(last, self.directory / "best.keras")
+
+
+class Backup(keras.callbacks.BackupAndRestore):
+    """`keras.callbacks.BackupAndRestore` whose backup cannot be half written.
+
+    Each epoch's weights (model and optimizer) go to a new file
+    `epoch-<n>.weights.h5`; then `training_metadata.json`, which names that
+    file, is replaced atomically; then older weight files are removed. A kill
+    at any moment leaves a consistent (weights, epoch) pair. On multi-worker
+    runs the chief's backup (`read_dir`) is what every worker restores from.
+
+    Args:
+        backup_dir: where this process writes its backup.
+        read_dir: where to restore from (default `backup_dir`).
+        delete_checkpoint: remove the backup when `fit` ends (`train` removes
+            it itself, only once `summary.json` is written).
+    """
+
+    def __init__(self, backup_dir, read_dir=None, delete_checkpoint=True):
+        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=delete_checkpoint)
+        self.read_dir = pathlib.Path(read_dir or backup_dir)
+        self.restored_epoch = 0
+        self.steps = 0  # training steps taken in total, restored with the backup
+
+    def on_train_begin(self, logs=None):
+        self._load_model()
+
+    def on_train_batch_end(self, batch, logs=None):
+        # Counted here rather than read from `optimizer.iterations`, which Keras also
+        # advances on the empty step that ends an epoch of unknown length.
+        self.steps += 1
+
+    def _load_model(self):
+        metadata_path = self.read_dir / "training_metadata.json"
+        self.restored_epoch, self.steps = 0, 0
+        if not metadata_path.exists():
+            return
+        metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
+        weights = self.read_dir / metadata["weights"]
+        if self.model.optimizer is not None and not self.model.optimizer.built:
+            self.model.optimizer.build(self.model.trainable_variables)
+        self.model.load_weights(weights)
+        self.model._initial_epoch = metadata["epoch"]  # what fit() starts from, as in Keras
+        self.restored_epoch = metadata["epoch"]
+        self.steps = metadata.get("steps", 0)
+
+    def _save_model(self):
+        directory = pathlib.Path(self.backup_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"epoch-{self._current_epoch}.weights.h5"
+        self.model.save_weights(directory / name, overwrite=True)
+        files.write_json(
+            directory / "training_metadata.json",
+            {"epoch": self._current_epoch, "batch": 0, "steps": self.steps, "weights": name},
+        )
+        for old in directory.glob("epoch-*.weights.h5"):
+            if old.name != name:
+                old.unlink(missing_ok=True)
+
+
+class StopAfterSteps(keras.callbacks.Callback):
+    """Stops training once `counter.steps` (a `Backup`, whose count survives a
+    restart) reaches `max_steps`; place it after `counter` in the callbacks."""
+
+    def __init__(self, max_steps, counter):
+        super().__init__()
+        self.max_steps = max_steps
+        self.counter = counter
+        self.stopped = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.counter.steps >= self.max_steps:
+            self.model.stop_training = True
+            self.stopped = True
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops training once `seconds` have passed in this `fit` (checked after every batch)."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+        self.start = None
+        self.stopped = False
+
+    def on_train_begin(self, logs=None):
+        self.start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self.start > self.seconds:
+            self.model.stop_training = True
+            self.stopped = True
+
+
+class RunCallbacks:
+    """The callbacks of a run, made from its training options.
+
+    `in_order()`: the order matters at each epoch end (history, checkpoints, then
+    the backup), so a kill between two of them makes the epoch run again, never
+    skips it. The backup outlives `fit` until `summary.json` is written: a kill in
+    between then resumes at the last epoch (nothing to train) instead of starting over.
+    """
+
+    def __init__(self, training, run_dir, write_dir, history_path, has_validation):
+        self.history = HistoryCSV(history_path)
+        self.checkpoints = Checkpoints(write_dir / "checkpoints",
+                                       MONITOR if has_validation else "loss", history_path)
+        self.tensorboard = keras.callbacks.TensorBoard(str(write_dir / "logs"), write_graph=False)
+        self.backup = Backup(write_dir / "backup", read_dir=run_dir / "backup",
+                             delete_checkpoint=False)
+        self.stop_steps = (StopAfterSteps(training["max_steps"], self.backup)
+                           if training["max_steps"] else None)
+        self.stop_time = TimeLimit(60.0 * training["time_limit"]) if training["time_limit"] else None
+
+    def in_order(self):
+        callbacks = [self.history, self.checkpoints, self.tensorboard, self.backup]
+        return callbacks + [c for c in (self.stop_steps, self.stop_time) if c is not None]
+
+    def stopped_by(self):
+        """None, or the rule that ended training: `"max_steps"` or `"time_limit"`."""
+        if self.stop_steps is not None and self.stop_steps.stopped:
+            return "max_steps"
+        if self.stop_time is not None and self.stop_time.stopped:
+            return "time_limit"
+        return None

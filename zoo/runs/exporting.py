@@ -1,0 +1,39 @@
+"""`export_run`: a run's checkpoint as a versioned SavedModel (`zoo.export`)."""
+
+import pathlib
+
+from zoo.export import export as export_model
+from zoo.progress import say
+from zoo.runs.rundir import load_run
+
+
+def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, alpha=0.6,
+               max_length=None, top_k=5, quiet=False):
+    """Export a run's model as a versioned SavedModel with `zoo.export`.
+
+    Args:
+        run_dir: a run directory.
+        to: the model's export root; default `saved_models/<model name>`.
+        version: the version number; default the next free one.
+        checkpoint: `"best"` or `"last"`.
+        beam_size, alpha, max_length: translation: the `serving_default`
+            signature's beam search.
+        top_k: images: classes returned per image.
+
+    Returns:
+        `pathlib.Path` of the version directory.
+    """
+    run = load_run(run_dir, checkpoint)
+    root = pathlib.Path(to) if to is not None else pathlib.Path("saved_models") / run.name
+    say(f"Exporting {run.name} ({run.checkpoint.name}) to {root}...", quiet)
+    if run.kind == "translation":
+        path = export_model(
+            run.model, root, version=version, tokenizer=run.source_tokenizer,
+            target_tokenizer=(None if run.target_tokenizer is run.source_tokenizer
+                              else run.target_tokenizer),
+            beam_size=beam_size, alpha=alpha, max_length=max_length or run.max_length,
+        )
+    else:
+        path = export_model(run.model, root, version=version, top_k=top_k, class_names=run.class_names)
+    say(f"  SavedModel written to {path}", quiet)
+    return pathlib.Path(path)

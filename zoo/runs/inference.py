@@ -1,0 +1,72 @@
+"""Translating sentences with a run's model (greedy or beam search, as the export does)."""
+
+import keras
+import tensorflow as tf
+
+from zoo import decode, tokens
+from zoo.runs.rundir import as_run
+
+
+def encode_sources(tokenizer, sentences, max_length):
+    """Sentences -> int32 `(B, S)` encoder input as in training: ids, `[END]`, 0-padding."""
+    return tokens.encode_sources(tokenizer, tf.constant(list(sentences), tf.string),
+                                 max_length).to_tensor()  # (B, S)
+
+
+def translate(run, sentences, beam_size=1, alpha=0.6, batch_size=128, max_length=None,
+              progress=False):
+    """Translations of `sentences` with a run's model, in order.
+
+    Args:
+        run: a `Run` (or a run directory).
+        sentences: list of str.
+        beam_size: 1 for greedy decoding, more for beam search
+            (`zoo.decode.beam_search`, length penalty `alpha`).
+        batch_size: sentences decoded at once.
+        max_length: sources are cut to `max_length - 1` tokens plus `[END]` and
+            at most `max_length` tokens are generated; default the model's
+            `max_length` (as the SavedModel export does).
+        progress: show a Keras progress bar.
+
+    Returns:
+        list of str.
+    """
+    run = as_run(run)
+    if run.kind != "translation":
+        raise ValueError(f"{run.name} is an image model; translate needs a translation run")
+    if isinstance(sentences, str):
+        raise ValueError("sentences must be a list of str, not a single str")
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be an int >= 1; received beam_size={beam_size!r}")
+    max_length = max_length or run.max_length or 128
+    bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
+    outputs = []
+    for start in range(0, len(sentences), batch_size):
+        chunk = list(sentences[start : start + batch_size])
+        source = encode_sources(run.source_tokenizer, chunk, max_length)
+        generated = _decode(run.model, source, beam_size, alpha, max_length)
+        outputs += [s.decode("utf-8") for s in run.target_tokenizer.detokenize(generated).numpy()]
+        if bar is not None:
+            bar.add(len(chunk))
+    return outputs
+
+
+def _decode(model, source, beam_size, alpha, max_length):
+    if beam_size == 1:
+        return decode.greedy_decode(model, source, max_length=max_length)
+    tokens, _ = decode.beam_search(
+        model, source, beam_size=beam_size, alpha=alpha, max_length=max_length
+    )
+    tokens = tf.convert_to_tensor(tokens)
+    if tokens.shape.rank == 3:  # (B, K, L): beams sorted best first
+        tokens = tokens[:, 0]
+    return tokens
+
+
+def canonical(tokenizer, sentences):
+    """`sentences` as the tokenizer writes them back (normalised, lower-cased, re-spaced):
+    the form references are compared in."""
+    if not sentences:
+        return []
+    ids = tokenizer.tokenize(tf.constant(list(sentences), tf.string))
+    return [s.decode("utf-8") for s in tokenizer.detokenize(ids).numpy()]

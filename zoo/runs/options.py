@@ -1,0 +1,143 @@
+"""The training options: one frozen dataclass that `train()`, `zoo train`, `config.json`
+and the resume check all read.
+
+    options = TrainingOptions(epochs=20, batch_size=32, train_size=1000)
+    options.training_section()   # config.json "training" (defaults filled in)
+    options.data_section()       # config.json "data" -> "options"
+
+A field left at None means "not given": a new run takes the field's default
+(`default` in its metadata), a resumed run the value saved in `config.json`.
+Each field's metadata says where `config.json` keeps it (`section`), its
+default and its help text (the CLI's `--help` shows the same words).
+"""
+
+import dataclasses
+import pathlib
+
+import tensorflow as tf
+
+from keras_attention.checks import check_positive_int
+from zoo import distribute, files
+
+
+def _option(section, help, default=None):
+    return dataclasses.field(default=None, metadata={"section": section, "default": default,
+                                                     "help": help})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """How a run trains, and the dataset options of its data spec. None: not given."""
+
+    # === config.json "training" ===
+    epochs: int | None = _option("training", "epochs", default=10)
+    batch_size: int | None = _option(
+        "training", "examples per replica per step (default 64 for text, 128 for images)")
+    max_steps: int | None = _option("training", "stop after this many steps in total")
+    time_limit: float | None = _option("training", "stop training after this many minutes")
+    seed: int | None = _option("training", "random seed", default=0)
+    val_ratio: float | None = _option(
+        "training", "share of the training split used for validation", default=0.05)
+    mixed_precision: str | None = _option(
+        "training", "mixed precision: auto, float16, bfloat16 or float32")
+    jit: bool | None = _option("training", "XLA compilation (sets the config's jit_compile)")
+    separate_vocabularies: bool | None = _option(
+        "training", "translation: one vocabulary per language instead of a shared one",
+        default=False)
+    # === config.json "data" -> "options" (`zoo.datasets.load`) ===
+    data_dir: str | None = _option("data", "fashion-mnist: folder with the IDX files")
+    train_size: int | None = _option(
+        "data", "numbers/dates: pairs to generate; others: keep a random subset")
+    test_size: int | None = _option(
+        "data", "numbers/dates: held-out pairs to generate; others: keep a random subset of "
+        "the test split")
+    test_ratio: float | None = _option(
+        "data", "tsv:, digits, images:: held-out share (defaults 0.05, 0.2, 0.2)")
+    test_path: str | None = _option("data", "tsv:: a second file of test pairs")
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "max_steps"):
+            check_positive_int(name, getattr(self, name), allow_none=True)
+        limit = self.time_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                                  or limit <= 0):
+            raise ValueError(
+                f"time_limit must be a positive number of minutes; received {limit!r}"
+            )
+        if isinstance(self.test_path, pathlib.PurePath):
+            object.__setattr__(self, "test_path", str(self.test_path))
+
+    @classmethod
+    def names(cls, section=None):
+        """The field names, all or those of one `config.json` section."""
+        return tuple(field.name for field in dataclasses.fields(cls)
+                     if section is None or field.metadata["section"] == section)
+
+    @classmethod
+    def from_config(cls, config):
+        """The options a run directory's `config.json` (as a dict) was trained with."""
+        training = {key: config["training"].get(key) for key in cls.names("training")}
+        data = {key: config["data"]["options"].get(key) for key in cls.names("data")}
+        return cls(**training, **data)
+
+    def training_section(self):
+        """`config.json`'s "training" fields: the given values, else the defaults."""
+        return {field.name: (getattr(self, field.name) if getattr(self, field.name) is not None
+                             else field.metadata["default"])
+                for field in dataclasses.fields(self) if field.metadata["section"] == "training"}
+
+    def data_section(self):
+        """`config.json`'s "data" -> "options" (None where not given)."""
+        return {name: getattr(self, name) for name in self.names("data")}
+
+    def conflicts(self, saved):
+        """The given options that differ from the saved run's `config.json` (a dict), as
+        `"key=value (saved: value)"` strings."""
+        saved_values = {**saved["training"], **saved["data"]["options"]}
+        return [
+            f"{name}={getattr(self, name)!r} (saved: {saved_values.get(name)!r})"
+            for name in self.names()
+            if getattr(self, name) is not None
+            and files.normalise(getattr(self, name)) != files.normalise(saved_values.get(name))
+        ]
+
+
+def check_resume(saved, name, data, options, overrides):
+    """Raise `ValueError` when what is given again differs from the saved run's settings."""
+    conflicts = []
+    if name != saved["model"]:
+        conflicts.append(f"model {name!r} (saved: {saved['model']!r})")
+    if data is not None and data != saved["data"]["spec"]:
+        conflicts.append(f"data {data!r} (saved: {saved['data']['spec']!r})")
+    conflicts += options.conflicts(saved)
+    saved_overrides = saved.get("overrides", {})
+    if overrides and files.normalise(overrides) != files.normalise(saved_overrides):
+        conflicts.append(f"overrides={overrides!r} (saved: {saved_overrides!r})")
+    if conflicts:
+        raise ValueError(
+            "the run directory holds a run with other settings, so it cannot be resumed with: "
+            + "; ".join(conflicts)
+            + ". Leave those arguments out to resume with the saved ones, or choose another --out."
+        )
+
+
+def resolve_mixed_precision(mixed_precision, strategy):
+    """The dtype policy name for `mixed_precision`: None is the strategy's default
+    (`mixed_bfloat16` on TPU, else float32), False or "float32" is float32."""
+    if mixed_precision is None:
+        return distribute.default_policy(strategy)
+    if mixed_precision in (False, "float32", "none", "off"):
+        return None
+    if mixed_precision in (True, "auto"):
+        if distribute.default_policy(strategy):
+            return distribute.default_policy(strategy)
+        return "mixed_float16" if tf.config.list_logical_devices("GPU") else "mixed_bfloat16"
+    names = {"float16": "mixed_float16", "bfloat16": "mixed_bfloat16",
+             "mixed_float16": "mixed_float16", "mixed_bfloat16": "mixed_bfloat16"}
+    if mixed_precision not in names:
+        raise ValueError(
+            "mixed_precision must be one of auto, float16, bfloat16 (or mixed_float16, "
+            f"mixed_bfloat16, float32); received mixed_precision={mixed_precision!r}"
+        )
+    return names[mixed_precision]
+
