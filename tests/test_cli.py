@@ -7,12 +7,14 @@ subprocesses to check the real exit code and that no traceback is printed.
 
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from zoo import cli
@@ -344,3 +346,33 @@ def test_fashion_mnist_without_files_or_network_is_one_line(
         assert named in err
     assert expect_network_block, "the download was not even tried"
     assert not out.exists()
+
+
+def test_predict_answers_the_good_images_and_names_each_bad_one(tmp_path):
+    """One bad image among good ones: one line per bad file, the good ones answered, exit 1;
+    for a run directory and for its SavedModel alike."""
+    import shutil
+
+    from PIL import Image
+
+    run = tmp_path / "run"
+    shutil.copytree(pathlib.Path(__file__).parent / "fixtures" / "run_v1_vit", run)
+    Image.fromarray(np.full((8, 8), 200, np.uint8)).save(tmp_path / "good.png")
+    (tmp_path / "not-an-image.png").write_text("hello")
+    (tmp_path / "cut.png").write_bytes((tmp_path / "good.png").read_bytes()[:40])
+    exported = zoo_cli("export", run, "--to", tmp_path / "saved", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    for target in (run, tmp_path / "saved"):
+        result = zoo_cli("predict", target, "good.png", "not-an-image.png", "missing.png",
+                         "cut.png", "--json", cwd=tmp_path)
+        assert result.returncode == 1, result.stderr[-2000:]
+        errors = [line for line in result.stderr.splitlines() if not TF_NOISE.match(line)]
+        assert "Traceback" not in result.stderr
+        assert sorted(e.split(": ")[2] for e in errors) == [
+            "cut.png", "missing.png", "not-an-image.png"], errors
+        assert "not-an-image.png: not an image (unknown format)" in result.stderr
+        assert "missing.png: file not found" in result.stderr
+        answers = json.loads(result.stdout)
+        assert [a["input"] for a in answers] == [
+            "good.png", "not-an-image.png", "missing.png", "cut.png"]
+        assert len(answers[0]["classes"]) == 3 and "error" in answers[1]

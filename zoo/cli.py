@@ -27,9 +27,10 @@ import os
 import sys
 
 import zoo
-from zoo import demo, distribute, runs, tuning
+from zoo import demo, distribute, runs, tokenizers, tuning
 from zoo.runs.options import TrainingOptions
 
+EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -122,15 +123,19 @@ def _cmd_predict(args):
         args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
         checkpoint=args.checkpoint,
     )
+    failed = [result for result in results if "error" in result]
+    for result in failed:  # one line each; the other inputs are still answered
+        print(f"zoo predict: error: {result['input']}: {result['error']}", file=sys.stderr)
     if args.json:
         print(json.dumps(results, indent=2, ensure_ascii=False))
-        return
-    for result in results:
-        if "translation" in result:
-            print(f"{result['input']}\n  -> {result['translation']}")
-        else:
-            classes = ", ".join(f"{name} {100 * p:.1f}%" for name, p in result["classes"])
-            print(f"{result['input']}: {classes}")
+    else:
+        for result in results:
+            if "translation" in result:
+                print(f"{result['input']}\n  -> {result['translation']}")
+            elif "classes" in result:
+                classes = ", ".join(f"{name} {100 * p:.1f}%" for name, p in result["classes"])
+                print(f"{result['input']}: {classes}")
+    return EXIT_FAILED if failed else 0
 
 
 def _cmd_tune(args):
@@ -324,6 +329,9 @@ def _add_train_parser(commands):
                    help="JSON file of config fields (or a run's config.json)")
     p.add_argument("--separate-vocabularies", action="store_const", const=True, default=None,
                    help="translation: one vocabulary per language instead of a shared one")
+    p.add_argument("--tokenizer", choices=tokenizers.TOKENIZERS,
+                   help="translation: sentencepiece (cased, reversible; the default for new "
+                   "runs) or wordpiece (lower-cased)")
     p.set_defaults(func=_cmd_train)
 
 
@@ -475,7 +483,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.func(args)
+        code = args.func(args) or 0
     except (UserError, ValueError, FileNotFoundError, NotADirectoryError) as error:
         # ValueError covers the zoo's own checks (unknown model, bad override values,
         # data that does not fit the model); FileNotFoundError missing data or runs.
@@ -488,7 +496,7 @@ def main(argv=None):
         hint = " (run the same command again to resume)" if args.command in ("train", "tune") else ""
         print(f"zoo {args.command}: interrupted{hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return 0
+    return code
 
 
 if __name__ == "__main__":

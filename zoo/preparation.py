@@ -19,7 +19,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from zoo import datasets, pipeline, registry, text
+from zoo import datasets, pipeline, registry, tokenizers
 from zoo.progress import say
 
 TRANSLATION_FAMILIES = ("transformer", "seq2seq")
@@ -199,8 +199,8 @@ def image_datasets(x, y, batch_size, val_ratio, seed):
     return make(train_index, True), val, len(train_index), len(val_index)
 
 
-def learn_tokenizers(pairs, model_config, separate=False, quiet=False):
-    """WordPiece tokenizers learned on translation pairs: one shared, or one per side.
+def learn_tokenizers(pairs, model_config, separate=False, quiet=False, kind=tokenizers.DEFAULT):
+    """Tokenizers learned on translation pairs: one shared, or one per side.
 
     Args:
         pairs: the training pairs, a list of `(source, target)` str.
@@ -210,10 +210,12 @@ def learn_tokenizers(pairs, model_config, separate=False, quiet=False):
         separate: learn one vocabulary per side instead of a shared one.
         quiet: print nothing (else a start line, progress bars when stdout is
             a terminal, and the sizes).
+        kind: `"sentencepiece"` (cased, the default) or `"wordpiece"`
+            (`zoo.tokenizers`).
 
     Returns:
-        `(source, target)` `zoo.text.WordPieceTokenizer`s: the same object
-        twice when the vocabulary is shared.
+        `(source, target)` tokenizers: the same object twice when the
+        vocabulary is shared.
     """
     shared = model_config["vocabulary_size"]
     if separate:
@@ -223,29 +225,19 @@ def learn_tokenizers(pairs, model_config, separate=False, quiet=False):
         vocab_sizes = (shared, shared)
     started = time.monotonic()
     progress = not quiet and sys.stdout.isatty()
+    label = {"sentencepiece": "SentencePiece", "wordpiece": "WordPiece"}[tokenizers.check_name(kind)]
     if separate:
-        say(
-            f"Learning WordPiece vocabularies (source at most {vocab_sizes[0]}, target at most "
-            f"{vocab_sizes[1]} tokens) from {len(pairs):,} pairs...",
-            quiet,
-        )
-        source = text.WordPieceTokenizer.from_corpus(
-            [s for s, _ in pairs], vocab_sizes[0], progress=progress
-        )
-        target = text.WordPieceTokenizer.from_corpus(
-            [t for _, t in pairs], vocab_sizes[1], progress=progress
-        )
+        say(f"Learning {label} vocabularies (source at most {vocab_sizes[0]}, target at most "
+            f"{vocab_sizes[1]} tokens) from {len(pairs):,} pairs...", quiet)
+        source = tokenizers.learn(kind, [s for s, _ in pairs], vocab_sizes[0], progress=progress)
+        target = tokenizers.learn(kind, [t for _, t in pairs], vocab_sizes[1], progress=progress)
         say(f"  {source.vocab_size} + {target.vocab_size} tokens "
-             f"({time.monotonic() - started:.1f} s)", quiet)
+            f"({time.monotonic() - started:.1f} s)", quiet)
         return source, target
-    say(
-        f"Learning a shared WordPiece vocabulary of at most {vocab_sizes[0]} tokens "
-        f"from {len(pairs):,} pairs...",
-        quiet,
-    )
-    tokenizer = text.WordPieceTokenizer.from_corpus(
-        [sentence for pair in pairs for sentence in pair], vocab_sizes[0], progress=progress
-    )
+    say(f"Learning a shared {label} vocabulary of at most {vocab_sizes[0]} tokens "
+        f"from {len(pairs):,} pairs...", quiet)
+    tokenizer = tokenizers.learn(kind, [sentence for pair in pairs for sentence in pair],
+                                 vocab_sizes[0], progress=progress)
     say(f"  {tokenizer.vocab_size} tokens ({time.monotonic() - started:.1f} s)", quiet)
     return tokenizer, tokenizer
 

@@ -17,7 +17,7 @@ import pathlib
 import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
-from zoo import distribute, files
+from zoo import distribute, files, tokenizers
 
 
 def _option(section, help, default=None):
@@ -44,6 +44,9 @@ class TrainingOptions:
     separate_vocabularies: bool | None = _option(
         "training", "translation: one vocabulary per language instead of a shared one",
         default=False)
+    tokenizer: str | None = _option(
+        "training", "translation: sentencepiece (cased, reversible; the default) or wordpiece "
+        "(lower-cased, as runs before it)", default=tokenizers.DEFAULT)
     # === config.json "data" -> "options" (`zoo.datasets.load`) ===
     data_dir: str | None = _option("data", "fashion-mnist: folder with the IDX files")
     train_size: int | None = _option(
@@ -64,6 +67,8 @@ class TrainingOptions:
             raise ValueError(
                 f"time_limit must be a positive number of minutes; received {limit!r}"
             )
+        if self.tokenizer is not None:
+            tokenizers.check_name(self.tokenizer)
         if isinstance(self.test_path, pathlib.PurePath):
             object.__setattr__(self, "test_path", str(self.test_path))
 

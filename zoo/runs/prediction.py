@@ -3,9 +3,11 @@ exported SavedModel."""
 
 import json
 import pathlib
+import re
 
 import keras
 import numpy as np
+import PIL
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 - registers the tokenizer's ops for loading SavedModels
 
@@ -28,15 +30,43 @@ def resolve_saved_model(path):
     return None
 
 
+def _image_file_error(path):
+    """Why `path` cannot be read as an image file, or None."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return "file not found"
+    if not path.is_file():
+        return "not a file"
+    return None
+
+
 def _load_image_files(paths, height, width, channels):
+    """`(images (B', H, W, C) uint8 of the readable files, {path: reason} of the others)`."""
     color_mode = {1: "grayscale", 3: "rgb", 4: "rgba"}[channels]
-    images = []
+    images, errors = [], {}
     for path in paths:
-        if not pathlib.Path(path).is_file():
-            raise FileNotFoundError(f"image file not found: {path}")
-        image = keras.utils.load_img(path, color_mode=color_mode, target_size=(height, width))
-        images.append(np.asarray(keras.utils.img_to_array(image), np.uint8))
-    return np.stack(images)  # (B, H, W, C)
+        errors[path] = _image_file_error(path)
+        if errors[path] is None:
+            try:
+                image = keras.utils.load_img(path, color_mode=color_mode,
+                                             target_size=(height, width))
+            except PIL.UnidentifiedImageError:
+                errors[path] = "not an image (unknown format)"
+            except (OSError, ValueError, SyntaxError) as error:  # PIL: truncated, corrupt
+                errors[path] = f"not a readable image ({' '.join(str(error).split())})"
+            else:
+                images.append(np.asarray(keras.utils.img_to_array(image), np.uint8))
+                del errors[path]
+    shape = (0, height, width, channels)
+    return (np.stack(images) if images else np.zeros(shape, np.uint8)), errors
+
+
+def _with_errors(inputs, answered, errors):
+    """One result per input, in order: the answers of the readable ones, `{"input", "error"}`
+    for the others."""
+    answers = iter(answered)
+    return [{"input": str(item), "error": errors[item]} if item in errors else next(answers)
+            for item in inputs]
 
 
 def predict(path, inputs, beam_size=None, alpha=0.6, top_k=5, checkpoint="best"):
@@ -56,7 +86,10 @@ def predict(path, inputs, beam_size=None, alpha=0.6, top_k=5, checkpoint="best")
 
     Returns:
         list of dicts, one per input: `{"input", "translation"}` or
-        `{"input", "classes": [(name, probability), ...]}`.
+        `{"input", "classes": [(name, probability), ...]}`. An image that is
+        missing, not a file or not an image gets `{"input", "error"}` (the
+        reason) and the others are still answered: each file is checked and
+        decoded on its own.
     """
     inputs = list(inputs)
     if not inputs:
@@ -71,10 +104,14 @@ def predict(path, inputs, beam_size=None, alpha=0.6, top_k=5, checkpoint="best")
             return [{"input": s, "translation": t} for s, t in zip(inputs, outputs)]
         model_config = run.config["model_config"]
         size, channels = model_config["image_size"], model_config["channels"]
-        images = _load_image_files(inputs, size, size, channels)
-        logits = run.model.predict(images, verbose=0)
-        probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
-        return _top_classes(inputs, probabilities, run.class_names, top_k)
+        images, errors = _load_image_files(inputs, size, size, channels)
+        readable = [item for item in inputs if item not in errors]
+        answered = []
+        if readable:
+            logits = run.model.predict(images, verbose=0)
+            probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
+            answered = _top_classes(readable, probabilities, run.class_names, top_k)
+        return _with_errors(inputs, answered, errors)
     saved = resolve_saved_model(path)
     if saved is None:
         raise FileNotFoundError(
@@ -137,23 +174,49 @@ def _predict_saved_model(path, inputs, beam_size, top_k):
         if len(_signature_inputs(function)) == 1
         and next(iter(_signature_inputs(function).values())).dtype == tf.string
     ]
-    for item in inputs:
-        if not pathlib.Path(item).is_file():
-            raise FileNotFoundError(f"image file not found: {item}")
     if by_bytes:
-        ((name, _),) = _signature_inputs(by_bytes[0]).items()
-        data = [pathlib.Path(item).read_bytes() for item in inputs]
-        outputs = by_bytes[0](**{name: tf.constant(data, tf.string)})
+        answered, errors = _classify_bytes(by_bytes[0], inputs)
     else:
         height, width, channels = spec.shape[1:]
-        images = _load_image_files(inputs, height, width, channels)
-        outputs = default(**{input_name: tf.constant(images, spec.dtype)})
-    if "probabilities" not in outputs:
-        raise ValueError(f"{path}: no probabilities among the outputs {sorted(outputs)}")
-    probabilities = outputs["probabilities"].numpy()  # (B, K)
+        images, errors = _load_image_files(inputs, height, width, channels)
+        answered = [default(**{input_name: tf.constant(images, spec.dtype)})] if len(images) else []
+    readable = [item for item in inputs if item not in errors]
+    return _with_errors(inputs, _top_classes_of(path, answered, readable, top_k), errors)
+
+
+def _classify_bytes(function, inputs):
+    """Each readable file sent alone (one request each, as TF Serving would get them), so
+    that a file that is not an image fails alone. `(outputs per readable file, errors)`."""
+    ((name, _),) = _signature_inputs(function).items()
+    answered, errors = [], {}
+    for item in inputs:
+        errors[item] = _image_file_error(item)
+        if errors[item] is not None:
+            continue
+        try:
+            answered.append(function(**{name: tf.constant([pathlib.Path(item).read_bytes()])}))
+        except tf.errors.InvalidArgumentError as error:
+            known = re.search(r"Unknown image file format|[^\n]*(?:[Tt]runcated|[Cc]orrupt)[^\n]*",
+                              error.message or "")
+            reason = known.group(0).strip() if known else "the SavedModel could not decode it"
+            errors[item] = ("not an image (unknown format)" if known and "Unknown" in reason
+                            else f"not a readable image ({reason})")
+        else:
+            del errors[item]
+    return answered, errors
+
+
+def _top_classes_of(path, outputs_list, inputs, top_k):
+    """`_top_classes` of signature outputs (one batch or one per input), names from the export."""
+    if not outputs_list:
+        return []
+    if any("probabilities" not in outputs for outputs in outputs_list):
+        raise ValueError(f"{path}: no probabilities among the outputs {sorted(outputs_list[0])}")
+    probabilities = np.concatenate([o["probabilities"].numpy() for o in outputs_list])  # (B, K)
     class_names = [str(i) for i in range(probabilities.shape[-1])]
-    if "classes" in outputs and "class_names" in outputs:  # the export's top-k names
-        for ids, names in zip(outputs["classes"].numpy(), outputs["class_names"].numpy()):
-            for index, name in zip(ids.tolist(), names.tolist()):
-                class_names[index] = name.decode("utf-8")
+    for outputs in outputs_list:
+        if "classes" in outputs and "class_names" in outputs:  # the export's top-k names
+            for ids, names in zip(outputs["classes"].numpy(), outputs["class_names"].numpy()):
+                for index, name in zip(ids.tolist(), names.tolist()):
+                    class_names[index] = name.decode("utf-8")
     return _top_classes(inputs, probabilities, class_names, top_k)

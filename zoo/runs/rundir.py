@@ -28,7 +28,7 @@ import platform
 import keras
 import tensorflow as tf
 
-from zoo import files, text
+from zoo import files, tokenizers
 
 FORMAT_VERSION = 1  # of config.json
 MONITOR = "val_loss"  # what picks checkpoints/best.keras
@@ -43,7 +43,7 @@ class Run:
         config: `config.json` as a dict.
         model: the `keras.Model` of the chosen checkpoint (not compiled).
         kind: `"translation"` or `"image"`.
-        source_tokenizer, target_tokenizer: `zoo.text.WordPieceTokenizer`s
+        source_tokenizer, target_tokenizer: `zoo.tokenizers` (SentencePiece or WordPiece)
             (the same object when the vocabulary is shared); None for images.
         class_names: image class names; None for translation.
         checkpoint: the checkpoint file loaded.
@@ -132,8 +132,8 @@ def load_tokenizers(run_dir, config=None):
     config = config or read_config(run_dir)
     separate = bool(config["training"].get("separate_vocabularies"))
     source_dir, target_dir = tokenizer_dirs(run_dir, separate)
-    source = text.WordPieceTokenizer.load(source_dir)
-    return source, (text.WordPieceTokenizer.load(target_dir) if separate else source)
+    source = tokenizers.load(source_dir)  # whichever kind tokenizer.json names
+    return source, (tokenizers.load(target_dir) if separate else source)
 
 
 def read_config(run_dir):

@@ -278,7 +278,8 @@ def _tokenizers(plan, kind, data, base_config, run_dir, quiet):
     if plan.saved:
         return load_tokenizers(run_dir, plan.saved)
     return learn_tokenizers(data.train_pairs, base_config,
-                            plan.training["separate_vocabularies"], quiet)
+                            plan.training["separate_vocabularies"], quiet,
+                            kind=plan.training["tokenizer"])
 
 
 def _datasets(kind, data, tokenizers, base_config, global_batch, training):
