@@ -376,3 +376,50 @@ def test_predict_answers_the_good_images_and_names_each_bad_one(tmp_path):
         assert [a["input"] for a in answers] == [
             "good.png", "not-an-image.png", "missing.png", "cut.png"]
         assert len(answers[0]["classes"]) == 3 and "error" in answers[1]
+
+
+def test_fine_tune_a_pretrained_vit_file_then_export_and_predict(tmp_path):
+    """`zoo train NAME --weights FILE --data images:DIR`: the file's architecture, input
+    statistics and fine-tuning recipe, a new head for the data's classes; then export."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name in ("cats", "dogs"):
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray((rng.random((20, 20, 3)) * 255).astype(np.uint8)).save(
+                tmp_path / "photos" / name / f"{i}.png")
+    weights = pathlib.Path(__file__).parent / "fixtures" / "vit" / "timm_cls.safetensors"
+    tiny = ["--set", "num_layers=2", "--set", "hidden_dim=32", "--set", "num_heads=2",
+            "--set", "mlp_dim=64", "--set", "patch_size=4"]
+    result = zoo_cli("train", "vit-ti16", "--weights", weights, *tiny, "--data", "images:photos",
+                     "--max-steps", "2", "--out", "run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "new head" in result.stderr.lower() or "new head" in result.stdout.lower()
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["training"]["weights"] == str(weights)
+    model_config = config["model_config"]
+    assert model_config["num_classes"] == 2 and model_config["image_size"] == 16
+    assert model_config["pixel_mean"] == 0.5 and model_config["learning_rate"] == 3e-5
+    assert zoo_cli("export", "run", "--to", "saved", cwd=tmp_path).returncode == 0
+    answer = zoo_cli("predict", "saved", "photos/cats/0.png", "--json", cwd=tmp_path)
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    assert {name for name, _ in json.loads(answer.stdout)[0]["classes"]} == {"cats", "dogs"}
+
+
+def test_import_an_opus_mt_folder_then_translate(capsys, tmp_path):
+    folder = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
+    references = json.loads((folder / "references.json").read_text())
+    code, out, err = run_main(capsys, "import", folder, "--to", tmp_path / "opus",
+                              "--max-length", references["max_new_tokens"])
+    assert code == 0, err
+    assert (tmp_path / "opus" / "1" / "saved_model.pb").is_file()
+    sentence = references["sentences"][0]
+    code, out, err = run_main(capsys, "predict", tmp_path / "opus", sentence, "--json")
+    assert code == 0, err
+    assert json.loads(out)[0]["translation"] == references["beam_text"][0]
+    code, _, err = run_main(capsys, "import", tmp_path, "--to", tmp_path / "x")
+    assert_one_line_error(code, err, "config.json: not found")
+    code, _, err = run_main(capsys, "train", "transformer-tiny", "--weights", folder, "--data",
+                            "numbers", "--out", tmp_path / "run")
+    assert_one_line_error(code, err, "not supported by `zoo train` yet")

@@ -4,9 +4,11 @@
     zoo describe NAME [--set key=value ...] [--json]
     zoo train NAME --data DATASET [--epochs N --batch-size N --max-steps N --strategy S
                                    --mixed-precision [P] --jit --out RUN_DIR --config FILE
+                                   --weights PATH --tokenizer sentencepiece|wordpiece
                                    --set key=value ...]
     zoo evaluate RUN_DIR [--checkpoint best|last --beam-size K --limit N]
     zoo export RUN_DIR [--to saved_models/NAME --version N]
+    zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K]
     zoo predict RUN_DIR|SAVED_MODEL INPUT... [--beam-size K --top-k K --json]
     zoo tune NAME --data DATASET [--tuner random|hyperband|bayesian --max-trials N
                                   --objective val_loss --directory RUN_DIR --strategy S
@@ -27,7 +29,7 @@ import os
 import sys
 
 import zoo
-from zoo import demo, distribute, runs, tokenizers, tuning
+from zoo import demo, distribute, marian, runs, tokenizers, tuning
 from zoo.runs.options import TrainingOptions
 
 EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered
@@ -116,6 +118,13 @@ def _cmd_export(args):
         beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
     )
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} INPUT...")
+
+
+def _cmd_import(args):
+    options = {key: getattr(args, key) for key in ("beam_size", "alpha", "max_length")
+               if getattr(args, key) is not None}
+    path = marian.export_folder(args.folder, args.to, args.version, **options)
+    print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} TEXT...")
 
 
 def _cmd_predict(args):
@@ -255,6 +264,7 @@ def build_parser():
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
     _add_export_parser(commands)
+    _add_import_parser(commands)
     _add_predict_parser(commands)
     _add_tune_parser(commands)
     _add_demo_parser(commands)
@@ -329,10 +339,36 @@ def _add_train_parser(commands):
                    help="JSON file of config fields (or a run's config.json)")
     p.add_argument("--separate-vocabularies", action="store_const", const=True, default=None,
                    help="translation: one vocabulary per language instead of a shared one")
+    p.add_argument("--weights", metavar="PATH",
+                   help="start from pretrained weights (ViT: Google .npz, timm .safetensors or "
+                   ".pth, a Hugging Face folder); the file sets the architecture and the "
+                   "fine-tuning recipe")
     p.add_argument("--tokenizer", choices=tokenizers.TOKENIZERS,
                    help="translation: sentencepiece (cased, reversible; the default for new "
                    "runs) or wordpiece (lower-cased)")
     p.set_defaults(func=_cmd_train)
+
+
+def _add_import_parser(commands):
+    p = commands.add_parser(
+        "import", help="a pretrained OPUS-MT (Marian) folder as a TF Serving SavedModel",
+        description=(
+            "Import a Hugging Face Marian / OPUS-MT folder (config.json, model.safetensors or "
+            "pytorch_model.bin, source.spm, target.spm, vocab.json) into the zoo's Transformer "
+            "and export it: strings in, strings out, its SentencePiece tokenizers and beam "
+            "search (Hugging Face's length penalty) inside the graph (zoo.marian)."
+        ),
+        epilog="Example: zoo import opus-mt-en-de --to saved_models/opus-mt-en-de",
+    )
+    p.add_argument("folder", metavar="FOLDER")
+    p.add_argument("--to", metavar="PATH", required=True, help="the export root, e.g. "
+                   "saved_models/NAME; the version goes into PATH/VERSION/")
+    p.add_argument("--version", type=_positive_int, help="default: the next free version")
+    p.add_argument("--beam-size", type=_positive_int, help="serving_default's beam (default 4)")
+    p.add_argument("--alpha", type=float, help="length penalty (default 1.0, Hugging Face's)")
+    p.add_argument("--max-length", type=_positive_int,
+                   help="longest source and output in tokens (default: the model's position table)")
+    p.set_defaults(func=_cmd_import)
 
 
 def _add_evaluate_parser(commands):
@@ -371,7 +407,8 @@ def _add_export_parser(commands):
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--beam-size", type=_positive_int, default=4)
     p.add_argument("--alpha", type=float, default=0.6)
-    p.add_argument("--top-k", type=_positive_int, default=5, help="images: classes returned")
+    p.add_argument("--top-k", type=_positive_int, default=None,
+                   help="images: classes returned (default 5, or every class when fewer)")
     p.set_defaults(func=_cmd_export)
 
 

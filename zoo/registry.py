@@ -286,6 +286,22 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
     return model
 
 
+def weights_overrides(name, weights, overrides):
+    """The config overrides `get(name, weights=weights, **overrides)` builds with: the
+    file's architecture fields and fine-tuning recipe under `overrides` (which win).
+
+    For the families whose checkpoints load into their own models (the ViT);
+    a family that builds its model from a folder (the Transformer's Marian
+    import) is refused with one line: use `zoo.marian` for those.
+    """
+    if _family_attr(_entry(name).config, "import_weights") is not None:
+        raise ValueError(
+            f"training {name!r} from `weights` is not supported by `zoo train` yet; import the "
+            "folder with `zoo import` (serving) or `zoo.marian.import_folder` (Python, fine-tuning)"
+        )
+    return _read_weights(name, weights, overrides)[1]
+
+
 def _read_weights(name, weights, overrides):
     """`(checkpoint, overrides with the file's fields and recipe under them)`."""
     read_weights = _family_attr(_entry(name).config, "read_weights")

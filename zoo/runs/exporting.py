@@ -8,7 +8,7 @@ from zoo.runs.rundir import load_run
 
 
 def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, alpha=0.6,
-               max_length=None, top_k=5, quiet=False):
+               max_length=None, top_k=None, quiet=False):
     """Export a run's model as a versioned SavedModel with `zoo.export`.
 
     Args:
@@ -18,7 +18,8 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
         checkpoint: `"best"` or `"last"`.
         beam_size, alpha, max_length: translation: the `serving_default`
             signature's beam search.
-        top_k: images: classes returned per image.
+        top_k: images: classes returned per image; default 5, or every class
+            when there are fewer.
 
     Returns:
         `pathlib.Path` of the version directory.
@@ -34,6 +35,8 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
             beam_size=beam_size, alpha=alpha, max_length=max_length or run.max_length,
         )
     else:
+        if top_k is None:
+            top_k = min(5, len(run.class_names))
         path = export_model(run.model, root, version=version, top_k=top_k, class_names=run.class_names)
     say(f"  SavedModel written to {path}", quiet)
     return pathlib.Path(path)

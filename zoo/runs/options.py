@@ -44,6 +44,9 @@ class TrainingOptions:
     separate_vocabularies: bool | None = _option(
         "training", "translation: one vocabulary per language instead of a shared one",
         default=False)
+    weights: str | None = _option(
+        "training", "pretrained weights to start from (ViT: Google .npz, timm .safetensors/.pth, "
+        "or a Hugging Face folder)")
     tokenizer: str | None = _option(
         "training", "translation: sentencepiece (cased, reversible; the default) or wordpiece "
         "(lower-cased, as runs before it)", default=tokenizers.DEFAULT)
@@ -69,8 +72,9 @@ class TrainingOptions:
             )
         if self.tokenizer is not None:
             tokenizers.check_name(self.tokenizer)
-        if isinstance(self.test_path, pathlib.PurePath):
-            object.__setattr__(self, "test_path", str(self.test_path))
+        for name in ("test_path", "weights"):
+            if isinstance(getattr(self, name), pathlib.PurePath):
+                object.__setattr__(self, name, str(getattr(self, name)))
 
     @classmethod
     def names(cls, section=None):

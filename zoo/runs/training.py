@@ -157,6 +157,11 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
         plan = _Plan(name, saved["data"]["spec"], dict(saved["training"]),
                      dict(saved["data"]["options"]), dict(saved.get("overrides", {})), saved)
     else:
+        if options.weights is not None:  # the file's architecture and fine-tuning recipe
+            from_file = registry.weights_overrides(name, options.weights, user_overrides)
+            # The data decides the class count: a new head when it differs from the file's.
+            user_overrides = {key: value for key, value in from_file.items()
+                              if key != "num_classes" or key in user_overrides}
         _check_new_run(name, data, run_dir, strategy, user_overrides, options)
         plan = _Plan(name, data, options.training_section(), options.data_section(),
                      user_overrides)
@@ -252,7 +257,9 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     else:
         model_config = model_config_for(plan.name, plan.overrides, kind, data, tokenizers, training,
                                      steps_per_epoch)
-    model = registry.get(plan.name, strategy=strategy, **model_config)
+    # Pretrained weights at the start only: a resumed run restores its own.
+    weights = None if plan.saved else training.get("weights")
+    model = registry.get(plan.name, strategy=strategy, weights=weights, **model_config)
     if not plan.saved:
         _write_new_run(plan, write_dir, kind, data, tokenizers, model, model_config, {
             "strategy": strategy_name,
