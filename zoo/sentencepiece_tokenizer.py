@@ -33,7 +33,6 @@ Invalid UTF-8 in the input becomes U+FFFD before tokenization, as in
 """
 
 import io
-import json
 import pathlib
 import re
 
@@ -41,7 +40,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from zoo import text
+from zoo import files, text
 
 MODEL_FILENAME = "sentencepiece.model"
 MODEL_TYPES = ("unigram", "bpe")
@@ -199,14 +198,11 @@ class SentencePieceTokenizer(tf.Module):
         return {"type": "sentencepiece", "model_file": MODEL_FILENAME}
 
     def save(self, directory):
-        """Write `sentencepiece.model` and `tokenizer.json` into `directory`."""
+        """Write `sentencepiece.model` and `tokenizer.json` into `directory`, each atomically."""
         directory = pathlib.Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / MODEL_FILENAME).write_bytes(self._model)
-        (directory / text.CONFIG_FILENAME).write_text(
-            json.dumps({"format_version": 1, **self.get_config()}, indent=2) + "\n",
-            encoding="utf-8",
-        )
+        files.replace(directory / MODEL_FILENAME, lambda path: path.write_bytes(self._model))
+        files.write_json(directory / text.CONFIG_FILENAME,
+                         {"format_version": 1, **self.get_config()})
         return directory
 
     @classmethod
