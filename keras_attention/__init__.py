@@ -23,8 +23,8 @@ from keras_attention.layers import (
     TokenAndPositionEmbedding,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
-    receptive_field,
 )
+from keras_attention.layers.causal_convolution import receptive_field
 from keras_attention.losses import MaskedSparseCategoricalCrossentropy
 from keras_attention.metrics import MaskedAccuracy
 from keras_attention.ops import (

@@ -1,11 +1,7 @@
 """The layers of keras_attention, one concept per module."""
 
 from keras_attention.layers.bahdanau import BahdanauAttention
-from keras_attention.layers.causal_convolution import (
-    CausalConv1D,
-    DilatedResidualBlock,
-    receptive_field,
-)
+from keras_attention.layers.causal_convolution import CausalConv1D, DilatedResidualBlock
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
 from keras_attention.layers.linear import LinearAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
@@ -32,5 +28,4 @@ __all__ = [
     "TokenAndPositionEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
-    "receptive_field",
 ]
