@@ -42,7 +42,7 @@ data:
 # ruff first: CI fails when the code drifts from the lint rules (pyproject.toml).
 test: $(VENV)/.installed data
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 demo: $(VENV)/.installed
 	$(BIN)/python -m zoo demo
