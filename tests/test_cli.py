@@ -169,12 +169,12 @@ def translation_run(tmp_path_factory):
 def test_train_prints_progress_and_a_summary(translation_run):
     root, result = translation_run
     out = result.stdout
-    assert "Learning a shared WordPiece vocabulary" in out
+    assert "Learning a shared SentencePiece vocabulary" in out
     assert "Epoch 2/2" in out and "val_loss" in out  # Keras' progress output
     assert "Trained transformer-tiny: 2 epochs" in out
     assert str(root / "run") in out
     for name in ("config.json", "history.csv", "curves.png", "summary.json",
-                 "checkpoints/last.keras", "checkpoints/best.keras", "tokenizer/vocab.txt"):
+                 "checkpoints/last.keras", "checkpoints/best.keras", "tokenizer/sentencepiece.model"):
         assert (root / "run" / name).is_file(), name
     config = json.loads((root / "run/config.json").read_text())
     assert config["training"]["batch_size"] == 32

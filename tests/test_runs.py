@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import datasets, preparation, runs, text
+from zoo import datasets, preparation, runs, text, tokenizers
 from zoo.runs import callbacks, evaluation, options
 
 from fashion_files import write_fashion_idx  # tests/ is on sys.path
@@ -232,7 +232,9 @@ def test_train_writes_a_complete_run_directory(tiny_run):
         "num_train": 190, "num_validation": 10, "num_test": 6,
         "skipped": {}, "class_names": None,
     }
-    tokenizer = text.WordPieceTokenizer.load(out / "tokenizer")
+    tokenizer = tokenizers.load(out / "tokenizer")
+    assert tokenizers.kind(tokenizer) == "sentencepiece"  # the default for new runs
+    assert config["training"]["tokenizer"] == "sentencepiece"
     # The model's vocabulary is the tokenizer's, capped by the config's vocabulary_size.
     assert config["model_config"]["vocabulary_size"] == tokenizer.vocab_size <= 200
     assert config["model_config"]["d_model"] == 32

@@ -18,12 +18,15 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
         "--max-steps", "5", "--time-limit", "1.5", "--seed", "2", "--val-ratio", "0.1",
         "--mixed-precision", "--jit", "--separate-vocabularies", "--data-dir", "d",
         "--train-size", "10", "--test-size", "4", "--test-ratio", "0.3", "--test-file", "t.tsv",
+        "--weights", "w.npz", "--tokenizer", "wordpiece",
     ])
     given = {name: getattr(args, name) for name in TrainingOptions.names()}
     assert None not in given.values(), given
     options = TrainingOptions(**given)
     assert options.training_section()["mixed_precision"] == "auto"
     assert options.data_section()["test_path"] == "t.tsv"
+    assert options.training_section()["tokenizer"] == "wordpiece"
+    assert options.training_section()["weights"] == "w.npz"
 
 
 def test_sections_are_the_config_json_ones_with_defaults_filled_in():
