@@ -333,10 +333,10 @@ def test_fashion_mnist_without_files_or_network_is_one_line(
     """No Debian package, no keras cache, no network: one line, exit 2, no run directory."""
     import keras.src.backend.config as keras_config
 
-    from zoo import datasets
+    from zoo.datasets import idx_files
 
     missing = tmp_path / "no-fashion-mnist"
-    monkeypatch.setattr(datasets, "FASHION_MNIST_DIR", missing)
+    monkeypatch.setattr(idx_files, "FASHION_MNIST_DIR", missing)
     monkeypatch.setattr(keras_config, "_KERAS_DIR", str(tmp_path / "keras-home"))
     out = tmp_path / "run"
     code, _, err = run_main(capsys, "train", "vit-tiny", "--data", "fashion-mnist",
