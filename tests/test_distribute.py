@@ -7,7 +7,7 @@
   lines on 127.0.0.1 (tests/distributed_worker.py), one worker SIGKILLed in
   the middle of an epoch, the job restarted and resumed, compared with an
   uninterrupted single-replica run.
-- `TPUStrategy` without a TPU: a quick one-line error.
+The API's own tests: tests/test_distribute_{strategies,replica_sync,sharding,workers}.py.
 """
 
 import json
@@ -20,13 +20,9 @@ import socket
 import subprocess
 import sys
 import time
-import types
 
 import numpy as np
 import pytest
-import tensorflow as tf
-
-from zoo import distribute
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -46,202 +42,6 @@ def _tail(path, lines=40):
         return "\n".join(pathlib.Path(path).read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no output)"
-
-
-# === The API, in this process ===
-
-
-def test_get_strategy_names_and_errors():
-    assert distribute.get_strategy("default") is tf.distribute.get_strategy()
-    strategy = tf.distribute.get_strategy()
-    assert distribute.get_strategy(strategy) is strategy
-    with pytest.raises(ValueError, match="default, mirrored, multiworker, tpu"):
-        distribute.get_strategy("gpus")
-    assert distribute.global_batch_size(32, strategy) == 32
-    with pytest.raises(ValueError, match="per_replica"):
-        distribute.global_batch_size(0, strategy)
-    assert distribute.default_policy(strategy) is None
-    assert distribute.is_chief(strategy)
-    assert distribute.worker_dir("runs/x", strategy) == "runs/x"
-    assert distribute.worker_path("runs/x/model.keras", strategy) == "runs/x/model.keras"
-    assert distribute.worker_backup_dir("runs/x/backup", strategy) == "runs/x/backup"
-
-
-@pytest.mark.parametrize(
-    "tf_config, message",
-    [
-        ("{not json", "not valid JSON"),
-        ('{"task": {"type": "worker", "index": 0}}', "'cluster' and a 'task'"),
-        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}', "not in its cluster"),
-        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}', "not in its cluster"),
-    ],
-)
-def test_multiworker_rejects_malformed_tf_config(monkeypatch, tf_config, message):
-    monkeypatch.setenv("TF_CONFIG", tf_config)
-    with pytest.raises(ValueError, match="TF_CONFIG") as error:
-        distribute.get_strategy("multiworker")
-    assert message in str(error.value)
-
-
-def _fake_strategy(*devices):
-    return types.SimpleNamespace(
-        num_replicas_in_sync=len(devices),
-        extended=types.SimpleNamespace(worker_devices=devices),
-    )
-
-
-def test_check_jit_compile_refuses_xla_over_several_cpu_replicas():
-    two_cpus = _fake_strategy(
-        "/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1"
-    )
-    with pytest.raises(ValueError, match="cannot compile a train step distributed over 2 CPU"):
-        distribute.check_jit_compile(two_cpus, True)
-    distribute.check_jit_compile(two_cpus, False)
-    # A worker of a two-worker cluster lists its own device; the replicas are 2.
-    worker = _fake_strategy("/job:worker/replica:0/task:1/device:CPU:0")
-    worker.num_replicas_in_sync = 2
-    with pytest.raises(ValueError, match="without --jit"):
-        distribute.check_jit_compile(worker, True)
-    # GPUs (NCCL), one replica, and the default strategy compile fine.
-    gpus = _fake_strategy("/job:localhost/replica:0/task:0/device:GPU:0",
-                          "/job:localhost/replica:0/task:0/device:GPU:1")
-    distribute.check_jit_compile(gpus, True)
-    distribute.check_jit_compile(_fake_strategy("/job:localhost/replica:0/task:0/device:CPU:0"), True)
-    distribute.check_jit_compile(tf.distribute.get_strategy(), True)
-    distribute.check_jit_compile(None, True)  # the current strategy: the default one here
-
-
-def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(tmp_path):
-    """What TensorFlow would do at the first step (a traceback, or an abort under
-    MultiWorkerMirroredStrategy) is refused before the data is loaded."""
-    script = (
-        "import sys, tensorflow as tf\n"
-        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
-        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
-        "import zoo\n"
-        "from zoo import cli, distribute\n"
-        "with distribute.get_strategy('mirrored').scope():\n"  # zoo.get in a scope
-        "    try:\n"
-        "        zoo.get('vit-tiny', jit_compile=True)\n"
-        "    except ValueError as error:\n"
-        "        print('zoo.get refused:', error)\n"
-        "sys.exit(cli.main(sys.argv[1:]))\n"
-    )
-    out = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-c", script, "train", "transformer-tiny", "--data", "numbers",
-         "--strategy", "mirrored", "--jit", "--out", str(out)],
-        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT,
-    )
-    assert result.returncode == 2, result.stderr[-4000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo train: error:")]
-    assert len(errors) == 1 and "2 CPU replicas (MirroredStrategy)" in errors[0], result.stderr
-    assert "Traceback" not in result.stderr
-    assert "zoo.get refused: XLA" in result.stdout, result.stdout
-    assert "Loading" not in result.stdout + result.stderr  # refused before the data
-    assert not out.exists()
-
-
-def test_shard_by_data_sets_the_auto_shard_policy():
-    dataset = distribute.shard_by_data(tf.data.Dataset.range(8).batch(4))
-    policy = dataset.options().experimental_distribute.auto_shard_policy
-    assert policy == tf.data.experimental.AutoShardPolicy.DATA
-    with pytest.raises(ValueError, match="dataset"):
-        distribute.shard_by_data([1, 2, 3])
-
-
-def _closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.parametrize("tpu", ["no-such-tpu", "grpc://127.0.0.1:{port}"])
-def test_tpu_without_tpu_is_a_quick_one_line_error(tpu, expect_network_block):
-    tpu = tpu.format(port=_closed_port())
-    started = time.monotonic()
-    with pytest.raises(ValueError, match="No TPU found") as error:
-        distribute.get_strategy("tpu", tpu=tpu)
-    assert time.monotonic() - started < 15
-    assert "\n" not in str(error.value) and tpu in str(error.value)
-    # A TPU name is resolved through the Google Cloud metadata server, the one
-    # host TensorFlow asks (here refused by the tests' network guard); an address
-    # is dialled directly.
-    hosts = {target.rsplit(":", 1)[0] for target in expect_network_block}
-    assert hosts <= {"metadata.google.internal"}, hosts
-    assert bool(hosts) == (tpu == "no-such-tpu")
-
-
-def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(tmp_path):
-    # `--tpu local` goes all the way to initialize_tpu_system, in a fresh process.
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo", "train", "transformer-tiny", "--data", "numbers",
-         "--strategy", "tpu", "--tpu", "local", "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT,
-    )
-    assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo train: error:")]
-    assert len(errors) == 1 and "No TPU found (--tpu 'local')" in errors[0], result.stderr[-2000:]
-    assert not (tmp_path / "run").exists()
-
-
-def test_unmasked_loss_and_accuracy_match_keras(rng):
-    # The ViT recipe's loss and metric: MaskedSparseCategoricalCrossentropy /
-    # MaskedAccuracy with pad_id=None are Keras' sparse cross-entropy (smoothed
-    # as the categorical one) and accuracy, for (B,) and (B, 1) labels.
-    import keras
-
-    import keras_attention as ka
-
-    logits = rng.normal(size=(6, 5)).astype("float32")
-    labels = np.array([0, 1, 4, 0, 2, 3])
-    weights = rng.uniform(0.5, 2.0, size=6).astype("float32")
-    onehot = np.eye(5, dtype="float32")[labels]
-    for smoothing in (0.0, 0.1):
-        ours = ka.MaskedSparseCategoricalCrossentropy(pad_id=None, label_smoothing=smoothing)
-        theirs = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=smoothing)
-        for y in (labels, labels[:, None]):
-            np.testing.assert_allclose(float(ours(y, logits)), float(theirs(onehot, logits)),
-                                       rtol=1e-6)
-        # Weighted: the weighted mean (sum of weighted losses / sum of weights).
-        per_example = keras.losses.categorical_crossentropy(
-            onehot, logits, from_logits=True, label_smoothing=smoothing
-        ).numpy()
-        np.testing.assert_allclose(
-            float(ours(labels, logits, sample_weight=weights)),
-            (per_example * weights).sum() / weights.sum(), rtol=1e-6,
-        )
-    clone = ka.MaskedSparseCategoricalCrossentropy.from_config(
-        ka.MaskedSparseCategoricalCrossentropy(pad_id=None).get_config()
-    )
-    assert clone.pad_id is None
-    ours, theirs = ka.MaskedAccuracy(pad_id=None), keras.metrics.SparseCategoricalAccuracy()
-    for y in (labels, labels[:, None]):
-        ours.update_state(y, logits)
-        theirs.update_state(y, logits)
-    assert float(ours.result()) == pytest.approx(float(theirs.result()))
-    assert float(ours.result()) == pytest.approx(np.mean(logits.argmax(-1) == labels))
-
-
-def test_sync_loss_tracker_changes_nothing_on_one_device():
-    import keras
-
-    import zoo
-
-    model = zoo.get("vit-tiny", image_size=8, channels=1, patch_size=4, num_layers=1,
-                    hidden_dim=8, num_heads=2, mlp_dim=8, num_classes=3, label_smoothing=0.0)
-    tracker = model._loss_tracker
-    assert getattr(tracker, "_zoo_synced", False)  # zoo.get prepared it
-    update = tracker.update_state
-    assert distribute.sync_loss_tracker(model) is model
-    assert tracker.update_state is update  # idempotent
-    images = np.zeros((5, 8, 8, 1), "float32")
-    labels = np.array([0, 1, 2, 0, 1])
-    result = model.evaluate(images, labels, batch_size=2, verbose=0, return_dict=True)
-    expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
-        labels, model.predict(images, verbose=0)
-    )
-    assert result["loss"] == pytest.approx(float(expected), rel=1e-5)
 
 
 # === MirroredStrategy on 2 logical CPUs ===

@@ -46,11 +46,16 @@ def reference_bpe(word_counts, vocab_size, reserved, min_frequency, max_unique_c
     return vocabulary
 
 
+@pytest.fixture(scope="module")
+def word_counts():
+    data = datasets.numbers(num_train=120, num_test=1, seed=11)
+    return text.count_words(data.train_sources + data.train_targets + ["a,b", "!"])
+
+
 @pytest.mark.parametrize("vocab_size, min_frequency, max_unique_chars",
                          [(60, 1, 1000), (300, 2, 1000), (100, 2, 12)])
-def test_matches_the_plain_merge_procedure(vocab_size, min_frequency, max_unique_chars):
-    data = datasets.numbers(num_train=120, num_test=1, seed=11)
-    word_counts = text.count_words(data.train_sources + data.train_targets + ["a,b", "!"])
+def test_matches_the_plain_merge_procedure(word_counts, vocab_size, min_frequency,
+                                           max_unique_chars):
     reserved = list(text.RESERVED_TOKENS)
     expected = reference_bpe(word_counts, vocab_size, reserved, min_frequency, max_unique_chars)
     learned = learn_wordpiece_bpe(word_counts, vocab_size, reserved, min_frequency,
