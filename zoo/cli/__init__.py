@@ -1,0 +1,52 @@
+"""The command line: `python -m zoo` (or the `zoo` console script).
+
+    zoo list [PATTERN]
+    zoo describe NAME [--set key=value ...] [--json]
+    zoo train NAME --data DATASET [--epochs N --batch-size N --max-steps N --strategy S
+                                   --mixed-precision [P] --jit --out RUN_DIR --config FILE
+                                   --weights PATH --tokenizer sentencepiece|wordpiece
+                                   --set key=value ...]
+    zoo evaluate RUN_DIR [--checkpoint best|last --beam-size K --limit N]
+    zoo export RUN_DIR [--to saved_models/NAME --version N]
+    zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K]
+    zoo predict RUN_DIR|SAVED_MODEL INPUT... [--beam-size K --top-k K --json]
+    zoo tune NAME --data DATASET [--tuner random|hyperband|bayesian --max-trials N
+                                  --objective val_loss --directory RUN_DIR --strategy S
+                                  --set key=value ... --space key=[values] ...]
+    (train and tune share the dataset options --data-dir --train-size --test-size
+     --test-ratio --test-file, and --epochs --batch-size --strategy --set --seed --val-ratio)
+    zoo demo [--minutes M]
+
+User errors (unknown model, missing file, bad --set, a dataset that does not
+fit the model) print one line and exit with code 2; set ZOO_DEBUG=1 to see
+the traceback instead.
+
+The modules: `arguments` (what every command shares), one per command or
+pair of commands (`models`: list, describe; `train`; `evaluate`: evaluate,
+predict; `saved_models`: export, import; `tune`; `demo`), each with its
+`add_<command>_parser` and the function it runs, and `main` (`build_parser`,
+`main`).
+"""
+
+from zoo.cli.arguments import (
+    DATASETS_HELP,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    ArgumentParser,
+    UserError,
+    parse_overrides,
+)
+from zoo.cli.main import build_parser, main
+
+__all__ = [
+    "DATASETS_HELP",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "ArgumentParser",
+    "UserError",
+    "build_parser",
+    "main",
+    "parse_overrides",
+]

@@ -1,0 +1,85 @@
+"""`zoo evaluate` and `zoo predict`: score a run on its test split, answer new inputs."""
+
+import argparse
+import json
+import sys
+
+from zoo import runs
+from zoo.cli.arguments import EXIT_FAILED, positive_int
+
+
+def _cmd_evaluate(args):
+    result = runs.evaluate(
+        args.run_dir, checkpoint=args.checkpoint, beam_size=args.beam_size, alpha=args.alpha,
+        limit=args.limit, batch_size=args.batch_size, quiet=args.json,
+    )
+    if args.json:
+        print(json.dumps(result, indent=2))
+
+
+def _cmd_predict(args):
+    results = runs.predict(
+        args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
+        checkpoint=args.checkpoint,
+    )
+    failed = [result for result in results if "error" in result]
+    for result in failed:  # one line each; the other inputs are still answered
+        print(f"zoo predict: error: {result['input']}: {result['error']}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(results, indent=2, ensure_ascii=False))
+    else:
+        for result in results:
+            if "translation" in result:
+                print(f"{result['input']}\n  -> {result['translation']}")
+            elif "classes" in result:
+                classes = ", ".join(f"{name} {100 * p:.1f}%" for name, p in result["classes"])
+                print(f"{result['input']}: {classes}")
+    return EXIT_FAILED if failed else 0
+
+
+def add_evaluate_parser(commands):
+    p = commands.add_parser(
+        "evaluate", help="score a trained run on its held-out test split",
+        description=(
+            "Translation: exact match and BLEU of greedy and beam-search decoding on the "
+            "test split. Images: accuracy on the test split. Writes RUN_DIR/metrics.json."
+        ),
+        epilog="Example: zoo evaluate runs/numbers --beam-size 4",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--beam-size", type=positive_int, default=4,
+                   help="beam width for the beam-search scores; 1 skips them (default 4)")
+    p.add_argument("--alpha", type=float, default=0.6, help="beam length penalty (default 0.6)")
+    p.add_argument("--limit", type=positive_int, help="score only the first N test examples")
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON only")
+    p.set_defaults(func=_cmd_evaluate)
+
+
+def add_predict_parser(commands):
+    p = commands.add_parser(
+        "predict", help="translate sentences or classify images with a run or SavedModel",
+        description=(
+            "PATH is a run directory (decoding in this process) or an exported SavedModel "
+            "(a version folder, or an export root: its newest version). INPUTs are sentences "
+            "for translation models, image files for image models."
+        ),
+        epilog=(
+            "Examples:\n"
+            "  zoo predict runs/numbers 'dreihundertvierundzwanzig' 'elf'\n"
+            "  zoo predict saved_models/vit-tiny shirt.png"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", metavar="RUN_DIR|SAVED_MODEL")
+    p.add_argument("inputs", metavar="INPUT", nargs="+")
+    p.add_argument("--beam-size", type=positive_int,
+                   help="1 for greedy decoding (default: beam search of 4)")
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--top-k", type=positive_int, default=3, help="images: classes shown")
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_predict)
+
+

@@ -1,0 +1,64 @@
+"""`zoo export` and `zoo import`: TF Serving SavedModels of a run or of an OPUS-MT folder."""
+
+from zoo import marian, runs
+from zoo.cli.arguments import positive_int
+
+
+def _cmd_export(args):
+    path = runs.export_run(
+        args.run_dir, to=args.to, version=args.version, checkpoint=args.checkpoint,
+        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
+    )
+    print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} INPUT...")
+
+
+def _cmd_import(args):
+    options = {key: getattr(args, key) for key in ("beam_size", "alpha", "max_length")
+               if getattr(args, key) is not None}
+    path = marian.export_folder(args.folder, args.to, args.version, **options)
+    print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} TEXT...")
+
+
+def add_export_parser(commands):
+    p = commands.add_parser(
+        "export", help="export a trained run as a versioned SavedModel",
+        description=(
+            "Write the run's model as a TensorFlow SavedModel into TO/<version> (TF Serving "
+            "layout). Translation models take text (serving_default: beam search; greedy); "
+            "image models take uint8 images or encoded image bytes."
+        ),
+        epilog="Example: zoo export runs/numbers --to saved_models/transformer-tiny",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--to", metavar="DIR", help="export root (default saved_models/MODEL_NAME)")
+    p.add_argument("--version", type=positive_int, help="version number (default: the next one)")
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--beam-size", type=positive_int, default=4)
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--top-k", type=positive_int, default=None,
+                   help="images: classes returned (default 5, or every class when fewer)")
+    p.set_defaults(func=_cmd_export)
+
+
+def add_import_parser(commands):
+    p = commands.add_parser(
+        "import", help="a pretrained OPUS-MT (Marian) folder as a TF Serving SavedModel",
+        description=(
+            "Import a Hugging Face Marian / OPUS-MT folder (config.json, model.safetensors or "
+            "pytorch_model.bin, source.spm, target.spm, vocab.json) into the zoo's Transformer "
+            "and export it: strings in, strings out, its SentencePiece tokenizers and beam "
+            "search (Hugging Face's length penalty) inside the graph (zoo.marian)."
+        ),
+        epilog="Example: zoo import opus-mt-en-de --to saved_models/opus-mt-en-de",
+    )
+    p.add_argument("folder", metavar="FOLDER")
+    p.add_argument("--to", metavar="PATH", required=True, help="the export root, e.g. "
+                   "saved_models/NAME; the version goes into PATH/VERSION/")
+    p.add_argument("--version", type=positive_int, help="default: the next free version")
+    p.add_argument("--beam-size", type=positive_int, help="serving_default's beam (default 4)")
+    p.add_argument("--alpha", type=float, help="length penalty (default 1.0, Hugging Face's)")
+    p.add_argument("--max-length", type=positive_int,
+                   help="longest source and output in tokens (default: the model's position table)")
+    p.set_defaults(func=_cmd_import)
+
+

@@ -1,0 +1,79 @@
+"""`zoo train`: train a model on a dataset into a run directory (or resume one)."""
+
+import argparse
+
+from zoo import distribute, runs, tokenizers
+from zoo.cli.arguments import (
+    DATASETS_HELP,
+    add_data_arguments,
+    add_fit_arguments,
+    parse_overrides,
+    positive_int,
+)
+from zoo.runs.options import TrainingOptions
+
+
+def _cmd_train(args):
+    runs.train(
+        args.name, args.data, args.out, strategy=args.strategy, tpu=args.tpu,
+        overrides=parse_overrides(args.set), config_file=args.config,
+        **{name: getattr(args, name) for name in TrainingOptions.names()},
+    )
+
+
+def add_train_parser(commands):
+    p = commands.add_parser(
+        "train", help="train a model on a dataset into a run directory",
+        description=(
+            "Train a zoo model with its family's recipe. Writes RUN_DIR/config.json, the "
+            "tokenizer vocabularies, checkpoints/{last,best}.keras, logs/ (TensorBoard), "
+            "history.csv and curves.png. Run the same command again with the same --out after "
+            "an interruption to resume from the last completed epoch (arguments left out are "
+            "taken from the saved config; arguments that differ from it are refused). "
+            "Vocabulary size (translation) and image size, channels and classes (images) come "
+            f"from the data. Datasets: {DATASETS_HELP}."
+        ),
+        epilog=(
+            "Examples:\n"
+            "  zoo train transformer-tiny --data numbers --epochs 20 --out runs/numbers\n"
+            "  zoo train vit-tiny --data fashion-mnist --epochs 80 --batch-size 128 --jit\n"
+            "  zoo train seq2seq-bahdanau-small --data tsv:pairs.tsv --test-ratio 0.1"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_data_arguments(p, required=False, note=" (may be left out when resuming)")
+    p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/NAME-DATE-TIME); "
+                   "an unfinished run there is resumed")
+    add_fit_arguments(p, strategies=distribute.STRATEGIES, helps=dict(
+        epochs="epochs (default 10)",
+        batch_size="examples per replica per step (default 64 for text, 128 for images)",
+        strategy="tf.distribute strategy (default: one device)",
+        set="override a config field (after --config); repeatable",
+        seed="random seed (default 0)",
+        val_ratio="share of the training split used for validation (default 0.05)",
+    ))
+    p.add_argument("--max-steps", type=positive_int, help="stop after this many steps in total")
+    p.add_argument("--time-limit", type=float, metavar="MINUTES",
+                   help="stop training after this many minutes")
+    p.add_argument("--tpu", help="TPU name or grpc:// address for --strategy tpu")
+    p.add_argument("--mixed-precision", nargs="?", const="auto", metavar="POLICY",
+                   choices=("auto", "float16", "bfloat16", "float32"),
+                   help="mixed precision: auto (the default without POLICY: bfloat16 on TPU and "
+                   "CPU, float16 on GPU), float16, bfloat16, or float32 to turn it off; "
+                   "without the option: bfloat16 on TPU, float32 elsewhere")
+    p.add_argument("--jit", action=argparse.BooleanOptionalAction, default=None,
+                   help="XLA compilation (sets the config's jit_compile)")
+    p.add_argument("--config", metavar="FILE",
+                   help="JSON file of config fields (or a run's config.json)")
+    p.add_argument("--separate-vocabularies", action="store_const", const=True, default=None,
+                   help="translation: one vocabulary per language instead of a shared one")
+    p.add_argument("--weights", metavar="PATH",
+                   help="start from pretrained weights (ViT: Google .npz, timm .safetensors or "
+                   ".pth, a Hugging Face folder); the file sets the architecture and the "
+                   "fine-tuning recipe")
+    p.add_argument("--tokenizer", choices=tokenizers.TOKENIZERS,
+                   help="translation: sentencepiece (cased, reversible; the default for new "
+                   "runs) or wordpiece (lower-cased)")
+    p.set_defaults(func=_cmd_train)
+
+
