@@ -52,15 +52,19 @@ _FIXED_FIELDS = {
     "is_decoder": False,
 }
 _ZERO_FIELDS = ("activation_dropout", "encoder_layerdrop", "decoder_layerdrop")
+# Encoder and decoder fields the family has one value for.
+_EQUAL_FIELDS = (("encoder_attention_heads", "decoder_attention_heads"),
+                 ("encoder_ffn_dim", "decoder_ffn_dim"))
+_SIZE_FIELDS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
+                "encoder_attention_heads", "encoder_ffn_dim", "max_position_embeddings",
+                "pad_token_id", "eos_token_id")
 
 
 class FolderError(ValueError):
     """A folder that is not an importable Marian checkpoint (the message names the file/field)."""
 
 
-def read_config(folder):  # noqa: C901 - one flat check per field the family cannot express
-    """`config.json` of a Marian folder as a dict, after checking that the family can express it."""
-    path = pathlib.Path(folder) / CONFIG_FILENAME
+def _load_json(path):
     if not path.is_file():
         raise FolderError(f"{path}: not found (a Hugging Face Marian folder has config.json)")
     try:
@@ -69,37 +73,66 @@ def read_config(folder):  # noqa: C901 - one flat check per field the family can
         raise FolderError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(config, dict):
         raise FolderError(f"{path}: not a JSON object")
+    return config
+
+
+# What the family cannot express, one rule a concern: each gives the message of the
+# first field it refuses (after the file's path), or None.
+
+
+def _model_type(config):
     model_type = config.get("model_type")
     if model_type != "marian":
-        raise FolderError(f"{path}: model_type={model_type!r} is not supported; only 'marian' is")
+        return f"model_type={model_type!r} is not supported; only 'marian' is"
+    return None
+
+
+def _fixed_fields(config):
     for name, value in _FIXED_FIELDS.items():
         if name in config and config[name] != value:
-            raise FolderError(
-                f"{path}: {name}={config[name]!r} cannot be expressed by the zoo's Transformer "
-                f"(it supports {name}={value!r} only)"
-            )
+            return (f"{name}={config[name]!r} cannot be expressed by the zoo's Transformer "
+                    f"(it supports {name}={value!r} only)")
     for name in _ZERO_FIELDS:
         if config.get(name, 0.0) not in (0, 0.0):
-            raise FolderError(f"{path}: {name}={config[name]!r} is not supported (only 0)")
-    for encoder, decoder in (("encoder_attention_heads", "decoder_attention_heads"),
-                             ("encoder_ffn_dim", "decoder_ffn_dim")):
+            return f"{name}={config[name]!r} is not supported (only 0)"
+    return None
+
+
+def _equal_sides(config):
+    for encoder, decoder in _EQUAL_FIELDS:
         if config.get(encoder) != config.get(decoder):
-            raise FolderError(
-                f"{path}: {encoder}={config.get(encoder)!r} differs from "
-                f"{decoder}={config.get(decoder)!r}; the zoo's Transformer needs them equal"
-            )
+            return (f"{encoder}={config.get(encoder)!r} differs from "
+                    f"{decoder}={config.get(decoder)!r}; the zoo's Transformer needs them equal")
+    return None
+
+
+def _activation(config):
     activation = config.get("activation_function", "gelu")
     if activation not in ACTIVATIONS:
-        raise FolderError(
-            f"{path}: activation_function={activation!r} is not supported "
-            f"(one of {', '.join(ACTIVATIONS)})"
-        )
-    for name in ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
-                 "encoder_attention_heads", "encoder_ffn_dim", "max_position_embeddings",
-                 "pad_token_id", "eos_token_id"):
+        return (f"activation_function={activation!r} is not supported "
+                f"(one of {', '.join(ACTIVATIONS)})")
+    return None
+
+
+def _sizes(config):
+    for name in _SIZE_FIELDS:
         value = config.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise FolderError(f"{path}: {name}={value!r} must be a non-negative integer")
+            return f"{name}={value!r} must be a non-negative integer"
+    return None
+
+
+_RULES = (_model_type, _fixed_fields, _equal_sides, _activation, _sizes)
+
+
+def read_config(folder):
+    """`config.json` of a Marian folder as a dict, after checking that the family can express it."""
+    path = pathlib.Path(folder) / CONFIG_FILENAME
+    config = _load_json(path)
+    for rule in _RULES:
+        message = rule(config)
+        if message is not None:
+            raise FolderError(f"{path}: {message}")
     return config
 
 

@@ -120,6 +120,35 @@ def make_translation_dataset(
         (B, T)}, labels int32 (B, T))`.
     """
     sources, targets = _check_pairs(pairs)
+    _check_options(source_tokenizer, target_tokenizer, batch_size, max_length,
+                   tokenize_batch_size, shuffle_buffer_size)
+    if bucket_boundaries is not None:
+        bucket_boundaries = _check_bucket_boundaries(bucket_boundaries, max_length)
+    ids = _special_ids(target_tokenizer)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
+    )
+    if shuffle:
+        dataset = dataset.shuffle(
+            shuffle_buffer_size or len(sources), seed=seed, reshuffle_each_iteration=True
+        )
+    dataset = _teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_length,
+                               tokenize_batch_size)
+    # unbatch hides the size; restore it so padded batches have a known count.
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(sources)))
+    # (S,), (T,), (T,) per example
+    dataset = _padded_batches(dataset, batch_size, bucket_boundaries, ids["pad"], drop_remainder)
+    dataset = dataset.map(
+        lambda source, target, labels: ({"source": source, "target": target}, labels),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    options = tf.data.Options()
+    options.deterministic = True
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _check_options(source_tokenizer, target_tokenizer, batch_size, max_length,
+                   tokenize_batch_size, shuffle_buffer_size):
     for name, value, minimum in (
         ("batch_size", batch_size, 1),
         ("max_length", max_length, 2),
@@ -138,19 +167,18 @@ def make_translation_dataset(
     ):
         if not callable(getattr(tokenizer, "tokenize", None)):
             raise ValueError(f"{name} must have a tokenize method; received {tokenizer!r}")
-    if bucket_boundaries is not None:
-        bucket_boundaries = _check_bucket_boundaries(bucket_boundaries, max_length)
-    own = getattr(target_tokenizer, "special_ids", None) or {}
-    ids = {"start": own.get("start", START_ID), "end": own.get("end", END_ID),
-           "pad": own.get("pad", PAD_ID)}
 
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
-    )
-    if shuffle:
-        dataset = dataset.shuffle(
-            shuffle_buffer_size or len(sources), seed=seed, reshuffle_each_iteration=True
-        )
+
+def _special_ids(target_tokenizer):
+    """`{"start", "end", "pad"}` ids: the target tokenizer's own `special_ids`, or the zoo's."""
+    own = getattr(target_tokenizer, "special_ids", None) or {}
+    return {"start": own.get("start", START_ID), "end": own.get("end", END_ID),
+            "pad": own.get("pad", PAD_ID)}
+
+
+def _teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_length,
+                     tokenize_batch_size):
+    """String pairs -> `(source, target, labels)` int32 rows, tokenized in batches."""
 
     def encode(source_text, target_text):  # (b,) strings each
         words = target_tokenizer.tokenize(target_text)[:, : max_length - 1]  # (b, (T-1))
@@ -167,36 +195,24 @@ def make_translation_dataset(
     dataset = dataset.batch(tokenize_batch_size).map(encode, num_parallel_calls=tf.data.AUTOTUNE)
     # Unbatched rows are rank-0 RaggedTensorSpecs; an identity map makes them
     # plain tensors, which padded_batch requires.
-    dataset = dataset.unbatch().map(lambda source, target, labels: (source, target, labels))
-    # unbatch hides the size; restore it so padded batches have a known count.
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(sources)))
-    # (S,), (T,), (T,) per example
+    return dataset.unbatch().map(lambda source, target, labels: (source, target, labels))
 
+
+def _padded_batches(dataset, batch_size, bucket_boundaries, pad_id, drop_remainder):
+    """Examples -> batches padded with `pad_id`, by length bucket when there are boundaries."""
     padded_shapes = ([None], [None], [None])
-    padding_values = (
-        tf.constant(ids["pad"], tf.int32),
-        tf.constant(ids["pad"], tf.int32),
-        tf.constant(ids["pad"], tf.int32),
-    )
+    padding_values = (tf.constant(pad_id, tf.int32),) * 3
     if bucket_boundaries is None:
-        dataset = dataset.padded_batch(
+        return dataset.padded_batch(
             batch_size, padded_shapes, padding_values, drop_remainder=drop_remainder
         )
-    else:
-        dataset = dataset.bucket_by_sequence_length(
-            element_length_func=lambda source, target, labels: tf.maximum(
-                tf.shape(source)[0], tf.shape(target)[0]
-            ),
-            bucket_boundaries=bucket_boundaries,
-            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
-            padded_shapes=padded_shapes,
-            padding_values=padding_values,
-            drop_remainder=drop_remainder,
-        )
-    dataset = dataset.map(
-        lambda source, target, labels: ({"source": source, "target": target}, labels),
-        num_parallel_calls=tf.data.AUTOTUNE,
+    return dataset.bucket_by_sequence_length(
+        element_length_func=lambda source, target, labels: tf.maximum(
+            tf.shape(source)[0], tf.shape(target)[0]
+        ),
+        bucket_boundaries=bucket_boundaries,
+        bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+        padded_shapes=padded_shapes,
+        padding_values=padding_values,
+        drop_remainder=drop_remainder,
     )
-    options = tf.data.Options()
-    options.deterministic = True
-    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)

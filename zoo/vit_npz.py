@@ -54,65 +54,91 @@ def _blocks(path, w, prefix):
     return count, f"{prefix}Transformer/encoderblock_{{i}}/", False
 
 
-def read(path, w):  # noqa: C901 - one branch per layout variant timm's loader also accepts
-    """The `Checkpoint` of Google's named arrays `w` (from `zoo.tensor_files.read_npz`)."""
+def _get(w, name, index=None):
+    """`(name, array)`: the array (its slice `index` of a scanned file), None when absent."""
+    array = w.get(name)
+    if array is not None and index is not None:
+        array = array[index]
+    return (name, array)
+
+
+def _prefix(path, w):
     prefix = next((p for p in _PREFIXES if f"{p}embedding/kernel" in w), None)
     if prefix is None:
         raise ValueError(f"{path}: no tensor 'embedding/kernel' (nor 'params/embedding/kernel'): "
                          "not a Google ViT checkpoint.")
-    num_layers, pattern, scanned = _blocks(path, w, prefix)
+    return prefix
+
+
+# Our names outside the blocks -> theirs under the prefix.
+_TOP_LEVEL = {
+    "patch_embedding/projection/kernel": "embedding/kernel",
+    "patch_embedding/projection/bias": "embedding/bias",
+    "encoder_norm/gamma": "Transformer/encoder_norm/scale",
+    "encoder_norm/beta": "Transformer/encoder_norm/bias",
+    "head/kernel": "head/kernel",
+    "head/bias": "head/bias",
+}
+
+
+def _top_level_tensors(path, w, prefix):
+    """The embeddings, the final norm and the head."""
     if any("MAPHead_0/" in name for name in w):
         raise ValueError(f"{path}: tensor '{prefix}MAPHead_0/...' is an attention-pooling head, "
                          "which the zoo's ViT does not have.")
-
-    def get(name, index=None):
-        array = w.get(name)
-        if array is not None and index is not None:
-            array = array[index]
-        return (name, array)
-
+    tensors = {ours: _get(w, prefix + theirs) for ours, theirs in _TOP_LEVEL.items()}
     position = f"{prefix}Transformer/posembed_input/pos_embedding"
     if position not in w and f"{prefix}pos_embedding" in w:
         position = f"{prefix}pos_embedding"
-    name, table = get(position)
-    tensors = {
-        "patch_embedding/projection/kernel": get(f"{prefix}embedding/kernel"),
-        "patch_embedding/projection/bias": get(f"{prefix}embedding/bias"),
-        "position_embedding/position_embeddings": (
-            name, None if table is None else table.reshape(-1, table.shape[-1])
-        ),
-        "encoder_norm/gamma": get(f"{prefix}Transformer/encoder_norm/scale"),
-        "encoder_norm/beta": get(f"{prefix}Transformer/encoder_norm/bias"),
-        "head/kernel": get(f"{prefix}head/kernel"),
-        "head/bias": get(f"{prefix}head/bias"),
-    }
+    name, table = _get(w, position)
+    tensors["position_embedding/position_embeddings"] = (
+        name, None if table is None else table.reshape(-1, table.shape[-1])
+    )
     if f"{prefix}cls" in w:
-        tensors["class_token/token"] = get(f"{prefix}cls")
+        tensors["class_token/token"] = _get(w, f"{prefix}cls")
     if f"{prefix}pre_logits/kernel" in w:  # the original ImageNet-21k files
         warnings.warn(f"{path}: its head sits on a 'pre_logits' layer the zoo's ViT does not "
-                      "have; the head is left out.", stacklevel=4)
+                      "have; the head is left out.", stacklevel=5)
         tensors["head/kernel"] = tensors["head/bias"] = (f"{prefix}head/kernel", None)
+    return tensors
+
+
+def _attention_array(ours, kind, array):
+    """(D, N, H) -> (D, N·H); (N, H) -> (N·H,); (N, H, D) -> (N·H, D); the output bias as is."""
+    if array is None or (ours == "output" and kind == "bias"):
+        return array
+    if ours == "output":
+        return array.reshape(-1, array.shape[-1])
+    return array.reshape(array.shape[0], -1) if kind == "kernel" else array.ravel()
+
+
+def _block_tensors(w, block, i, index):
+    """Block `i`'s tensors, read under the name prefix `block` (slice `index` if scanned)."""
+    attention, norm_2, mlp = _layout(w, block)
+    tensors = {}
+    for ours, theirs in (("self_attention_norm", "LayerNorm_0"), ("feed_forward_norm", norm_2)):
+        tensors[block_path(i, f"{ours}/gamma")] = _get(w, f"{block}{theirs}/scale", index)
+        tensors[block_path(i, f"{ours}/beta")] = _get(w, f"{block}{theirs}/bias", index)
+    for ours, theirs in (("query", "query"), ("key", "key"), ("value", "value"),
+                         ("output", "out")):
+        for kind in ("kernel", "bias"):
+            name, array = _get(w, f"{block}{attention}/{theirs}/{kind}", index)
+            tensors[block_path(i, f"self_attention/{ours}_{kind}")] = (
+                name, _attention_array(ours, kind, array))
+    for ours, theirs in (("inner_dense", "Dense_0"), ("output_dense", "Dense_1")):
+        for kind in ("kernel", "bias"):
+            tensors[block_path(i, f"feed_forward/{ours}/{kind}")] = _get(
+                w, f"{block}{mlp}/{theirs}/{kind}", index)
+    return tensors
+
+
+def read(path, w):
+    """The `Checkpoint` of Google's named arrays `w` (from `zoo.tensor_files.read_npz`)."""
+    prefix = _prefix(path, w)
+    num_layers, pattern, scanned = _blocks(path, w, prefix)
+    tensors = _top_level_tensors(path, w, prefix)
     for i in range(num_layers):
-        block = pattern.format(i=i)
-        index = i if scanned else None
-        attention, norm_2, mlp = _layout(w, block)
-        for ours, theirs in (("self_attention_norm", "LayerNorm_0"),
-                             ("feed_forward_norm", norm_2)):
-            tensors[block_path(i, f"{ours}/gamma")] = get(f"{block}{theirs}/scale", index)
-            tensors[block_path(i, f"{ours}/beta")] = get(f"{block}{theirs}/bias", index)
-        for ours, theirs in (("query", "query"), ("key", "key"), ("value", "value"),
-                             ("output", "out")):
-            for kind in ("kernel", "bias"):
-                name, array = get(f"{block}{attention}/{theirs}/{kind}", index)
-                if array is not None and not (ours == "output" and kind == "bias"):
-                    # (D, N, H) -> (D, N·H); (N, H) -> (N·H,); (N, H, D) -> (N·H, D)
-                    array = array.reshape(-1, array.shape[-1]) if ours == "output" else (
-                        array.reshape(array.shape[0], -1) if kind == "kernel" else array.ravel())
-                tensors[block_path(i, f"self_attention/{ours}_{kind}")] = (name, array)
-        for ours, theirs in (("inner_dense", "Dense_0"), ("output_dense", "Dense_1")):
-            for kind in ("kernel", "bias"):
-                tensors[block_path(i, f"feed_forward/{ours}/{kind}")] = get(
-                    f"{block}{mlp}/{theirs}/{kind}", index)
+        tensors.update(_block_tensors(w, pattern.format(i=i), i, i if scanned else None))
     fields = dict(implied_fields(path, tensors), layer_norm_epsilon=1e-6, activation="gelu",
                   pooled_norm=False, pixel_mean=0.5, pixel_std=0.5)
     attention, _, _ = _layout(w, pattern.format(i=0))

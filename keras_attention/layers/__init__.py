@@ -10,7 +10,8 @@ from keras_attention.layers.positional import (
     SinusoidalPositionalEncoding,
     TokenAndPositionEmbedding,
 )
-from keras_attention.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
+from keras_attention.layers.transformer_decoder import TransformerDecoderBlock
+from keras_attention.layers.transformer_encoder import TransformerEncoderBlock
 from keras_attention.layers.vision import ClassToken, PatchEmbedding, SequencePooling
 
 __all__ = [

@@ -5,55 +5,31 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import chunked
+from keras_attention import chunked, kv_cache, masks
 from keras_attention import ops as attention_ops
 from keras_attention.checks import check_positive_int, check_rate
-
-if keras.backend.backend() == "tensorflow":
-    import tensorflow as tf  # `_batched_matmul` only
+from keras_attention.keras_weights import KERAS_WEIGHT_MAP, copy_keras_weights
 
 SCORINGS = ("scaled_dot", "dot", "additive")
+# `KERAS_WEIGHT_MAP` and `copy_keras_weights` (`keras_attention.keras_weights`) are
+# importable from here too, where the layer they fill is.
+__all__ = ["KERAS_WEIGHT_MAP", "SCORINGS", "MultiHeadAttention", "copy_keras_weights"]
 
 
-def _write_positions(cache, new, index, axis):
-    """`cache` with positions `index … index + T - 1` along `axis` replaced by `new`.
-
-    cache `(B, N, ·, ·)` with L positions on `axis`, new the same with T. Built from
-    core ops (a mask and `where`; a one-hot matmul, exact, to place T > 1 rows) rather
-    than `slice_update`, whose TensorFlow op (XlaDynamicUpdateSlice) needs the XLA
-    JIT even outside `jit_compile`, which TF Serving disables on CPU.
-    """
-    new = ops.cast(new, cache.dtype)
-    positions = ops.arange(ops.shape(cache)[axis], dtype="int32")  # (L,)
-    broadcast = [1, 1, 1, 1]
-    broadcast[axis] = -1
-    if new.shape[axis] == 1:
-        mask = ops.reshape(ops.equal(positions, index), broadcast)
-        return ops.where(mask, new, cache)  # new broadcasts over the L positions
-    steps = ops.arange(ops.shape(new)[axis], dtype="int32") + index  # (T,)
-    placement = ops.cast(ops.equal(steps[:, None], positions[None, :]), cache.dtype)  # (T, L)
-    placed = ops.moveaxis(ops.matmul(ops.moveaxis(new, axis, -1), placement), -1, axis)
-    mask = ops.reshape(ops.any(ops.equal(steps[:, None], positions[None, :]), axis=0), broadcast)
-    return ops.where(mask, placed, cache)
+def _check_rank_3(name, shape):
+    if len(shape) != 3:
+        raise ValueError(
+            f"`{name}` must have rank 3 (batch, length, features); "
+            f"received {name}.shape={tuple(shape)}."
+        )
 
 
-def _batched_matmul(a, b):
-    """`a @ b` for `(B, N, T, ·)` attention operands.
-
-    With one query (T = 1, a decoding step) on the TensorFlow backend this is
-    `BatchMatMulV3`: TensorFlow's oneDNN build rewrites the usual `BatchMatMulV2`
-    to a oneDNN kernel whose fixed cost per call (~20 µs on CPU) dominates these
-    matrix-vector products and made batch-1 decoding 1.2× slower; V3 is not
-    rewritten, runs under XLA, and is as fast at larger batches. (float32 only:
-    V3 has no half-precision CPU kernel.)
-    """
-    if (
-        a.shape[-2] == 1
-        and keras.backend.backend() == "tensorflow"
-        and keras.backend.standardize_dtype(a.dtype) == "float32"
-    ):
-        return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype)
-    return ops.matmul(a, b)
+def _check_same_length(key_shape, value_shape):
+    if key_shape[1] is not None and value_shape[1] is not None and key_shape[1] != value_shape[1]:
+        raise ValueError(
+            "`key` and `value` must have the same length S; received "
+            f"key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}."
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -151,23 +127,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
-            if len(shape) != 3:
-                raise ValueError(
-                    f"`{name}` must have rank 3 (batch, length, features); "
-                    f"received {name}.shape={tuple(shape)}."
-                )
+        shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
+        for name, shape in shapes.items():
+            _check_rank_3(name, shape)
             if shape[-1] is None:
                 raise ValueError(
                     f"The feature size (last axis) of `{name}` must be known; "
                     f"received {name}.shape={tuple(shape)}."
                 )
-        if key_shape[1] is not None and value_shape[1] is not None:
-            if key_shape[1] != value_shape[1]:
-                raise ValueError(
-                    "`key` and `value` must have the same length S; received "
-                    f"key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}."
-                )
+        _check_same_length(key_shape, value_shape)
         query_dim, key_dim_in, value_dim_in = query_shape[-1], key_shape[-1], value_shape[-1]
         n, hk, hv = self.num_heads, self.key_dim, self.value_dim
         out_dim = self.output_dim or query_dim
@@ -198,11 +166,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _check_inputs(self, query, value, key):
         batch_sizes = set()
         for name, tensor in (("query", query), ("value", value), ("key", key)):
-            if len(tensor.shape) != 3:
-                raise ValueError(
-                    f"`{name}` must have rank 3 (batch, length, features); "
-                    f"received {name}.shape={tuple(tensor.shape)}."
-                )
+            _check_rank_3(name, tensor.shape)
             expected = self._feature_sizes[name]
             if tensor.shape[-1] is not None and tensor.shape[-1] != expected:
                 raise ValueError(
@@ -217,11 +181,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"query.shape={tuple(query.shape)}, key.shape={tuple(key.shape)}, "
                 f"value.shape={tuple(value.shape)}."
             )
-        if key.shape[1] is not None and value.shape[1] is not None and key.shape[1] != value.shape[1]:
-            raise ValueError(
-                "`key` and `value` must have the same length S; received "
-                f"key.shape={tuple(key.shape)}, value.shape={tuple(value.shape)}."
-            )
+        _check_same_length(key.shape, value.shape)
 
     def _project(self, inputs, kernels, biases, key_major=()):
         """One matmul for several projections of the same input.
@@ -252,38 +212,6 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs.append(ops.transpose(part, perm))
         return outputs
 
-    def _merge_masks(self, query, value, query_mask, value_mask, key_mask, attention_mask,
-                     use_causal_mask):
-        masks = []
-        if query_mask is not None:
-            masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), -1))  # (B, T, 1)
-        if value_mask is not None:
-            masks.append(ops.expand_dims(ops.cast(value_mask, "bool"), -2))  # (B, 1, S)
-        if key_mask is not None:
-            masks.append(ops.expand_dims(ops.cast(key_mask, "bool"), -2))  # (B, 1, S)
-        if attention_mask is not None:
-            rank = len(attention_mask.shape)
-            if rank not in (2, 3):
-                raise ValueError(
-                    "`attention_mask` must have shape (B, T, S) or (T, S); received "
-                    f"attention_mask.shape={tuple(attention_mask.shape)}."
-                )
-            expected = (query.shape[0], query.shape[1], value.shape[1])[-rank:]
-            attention_ops._check_mask_broadcasts(
-                attention_mask, expected, name="attention_mask"
-            )
-            masks.append(attention_mask)
-        if use_causal_mask:
-            masks.append(
-                attention_ops.causal_mask(ops.shape(query)[1], ops.shape(value)[1])
-            )
-        mask = attention_ops.merge_masks(*masks)
-        if mask is None:
-            return None
-        if len(mask.shape) == 3:
-            mask = ops.expand_dims(mask, 1)  # (B, 1, T, S): the same for every head
-        return mask
-
     def _attend(self, query, key, value, mask, training):
         """query `(B, N, T, H)`, key `(B, N, H, S)` (or `(B, N, S, H)` for additive),
         value `(B, N, S, Hv)` -> output `(B, N, T, Hv)`, weights `(B, N, T, S)`."""
@@ -293,12 +221,12 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             if self.scoring == "scaled_dot":
                 query = ops.multiply(query, ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype))
-            scores = _batched_matmul(query, key)  # (B, N, T, S)
+            scores = kv_cache.batched_matmul(query, key)  # (B, N, T, S)
         # The softmax runs in float32 also under mixed precision.
         weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask)
         weights = ops.cast(weights, self.compute_dtype)
         attended = self._dropout_layer(weights, training=training)
-        return _batched_matmul(attended, value), weights  # (B, N, T, Hv)
+        return kv_cache.batched_matmul(attended, value), weights  # (B, N, T, Hv)
 
     def call(
         self,
@@ -318,7 +246,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key = value
         self._check_inputs(query, value, key)
         if self.chunk_size is None:
-            mask = self._merge_masks(
+            mask = masks.call_mask(
                 query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
             )
         elif return_attention_scores:
@@ -406,7 +334,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
         Self-attention (`cache_index` given): `query` `(B, T, D)` holds the inputs at
         positions `cache_index … cache_index + T - 1`. Their keys and values are written
-        into the buffers at those positions (with core ops only, see `_write_positions`), and each query attends to the buffer
+        into the buffers at those positions (with core ops only, see `kv_cache.write_positions`), and each query attends to the buffer
         positions up to its own (the causal mask), so decoding one token per call costs
         O(L) for buffers of L positions instead of re-running the whole prefix. The
         buffers come from `empty_cache` (fixed size, so shapes stay static under XLA).
@@ -430,29 +358,21 @@ class MultiHeadAttention(keras.layers.Layer):
                 "`query` must have rank 3 (batch, length, features); "
                 f"received query.shape={tuple(query.shape)}."
             )
-        key_major = (1,) if self._key_major else ()
         kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
         biases = (self.query_bias, self.key_bias, self.value_bias)
-        masks = []
-        if value_mask is not None:
-            masks.append(ops.expand_dims(ops.cast(value_mask, "bool"), -2))  # (B, 1, L)
+        index = None
         if cache_index is None:
             (q,) = self._project(query, kernels[:1], biases[:1])
         else:
+            key_major = (1,) if self._key_major else ()
             q, k, v = self._project(query, kernels, biases, key_major=key_major)
             index = ops.cast(cache_index, "int32")
-            key_cache = _write_positions(key_cache, k, index, axis=3 if self._key_major else 2)
-            value_cache = _write_positions(value_cache, v, index, axis=2)
-            length = ops.shape(value_cache)[2]
-            positions = index + ops.arange(ops.shape(query)[1], dtype="int32")  # (T,)
-            masks.append(
-                ops.less_equal(
-                    ops.arange(length, dtype="int32")[None, :], positions[:, None]
-                )  # (T, L): key j is visible from query position i iff j <= i
-            )
-        mask = attention_ops.merge_masks(*masks)
-        if mask is not None:
-            mask = ops.expand_dims(mask, -3)  # (B, 1, T, L): the same for every head
+            key_axis = 3 if self._key_major else 2
+            key_cache = kv_cache.write_positions(key_cache, k, index, axis=key_axis)
+            value_cache = kv_cache.write_positions(value_cache, v, index, axis=2)
+        mask = kv_cache.cache_mask(
+            value_mask, index, ops.shape(query)[1], ops.shape(value_cache)[2]
+        )  # (B, 1, T, L)
         heads, _ = self._attend(q, key_cache, value_cache, mask, training)  # (B, N, T, Hv)
         return self._combine_heads(heads, query), key_cache, value_cache
 
@@ -490,23 +410,3 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
-
-
-# Our weight name -> (sub-layer, variable) of `keras.layers.MultiHeadAttention`.
-KERAS_WEIGHT_MAP = {
-    "query_kernel": ("_query_dense", "kernel"),
-    "query_bias": ("_query_dense", "bias"),
-    "key_kernel": ("_key_dense", "kernel"),
-    "key_bias": ("_key_dense", "bias"),
-    "value_kernel": ("_value_dense", "kernel"),
-    "value_bias": ("_value_dense", "bias"),
-    "output_kernel": ("_output_dense", "kernel"),
-    "output_bias": ("_output_dense", "bias"),
-}
-
-
-def copy_keras_weights(layer, reference):
-    """Give `layer` (our `MultiHeadAttention`, built) the weights of `reference`
-    (a built `keras.layers.MultiHeadAttention` of the same sizes)."""
-    for name, (sublayer, variable) in KERAS_WEIGHT_MAP.items():
-        getattr(layer, name).assign(getattr(getattr(reference, sublayer), variable))

@@ -1,0 +1,41 @@
+"""Tests for keras_attention/kv_cache.py: buffer writes, the buffer's mask and the
+decoding-step product, against NumPy."""
+
+import numpy as np
+import pytest
+
+from keras_attention import kv_cache
+
+
+@pytest.mark.parametrize("axis", [2, 3])
+@pytest.mark.parametrize("steps, index", [(1, 0), (1, 5), (3, 2), (2, 4)])
+def test_write_positions_matches_numpy(rng, axis, steps, index):
+    cache = rng.normal(size=(2, 3, 6, 6)).astype("float32")
+    new_shape = list(cache.shape)
+    new_shape[axis] = steps
+    new = rng.normal(size=new_shape).astype("float32")
+    expected = cache.copy()
+    where = [slice(None)] * 4
+    where[axis] = slice(index, index + steps)
+    expected[tuple(where)] = new
+    written = kv_cache.write_positions(cache, new, np.int32(index), axis)
+    np.testing.assert_array_equal(np.asarray(written), expected)
+
+
+def test_cache_mask_self_and_cross_attention(rng):
+    value_mask = rng.random((2, 6)) > 0.3
+    own = np.asarray(kv_cache.cache_mask(value_mask, np.int32(2), 3, 6))  # queries at 2, 3, 4
+    expected = (np.arange(6)[None, :] <= np.arange(2, 5)[:, None])[None] & value_mask[:, None]
+    np.testing.assert_array_equal(np.broadcast_to(own, (2, 1, 3, 6)), expected[:, None])
+    cross = np.asarray(kv_cache.cache_mask(value_mask, None, 1, 6))
+    np.testing.assert_array_equal(np.broadcast_to(cross, (2, 1, 1, 6)),
+                                  value_mask[:, None, None, :])
+    assert kv_cache.cache_mask(None, None, 1, 6) is None
+
+
+@pytest.mark.parametrize("queries", [1, 3])
+def test_batched_matmul_matches_numpy(rng, queries):
+    a = rng.normal(size=(2, 4, queries, 5)).astype("float32")
+    b = rng.normal(size=(2, 4, 5, 7)).astype("float32")
+    np.testing.assert_allclose(np.asarray(kv_cache.batched_matmul(a, b)), a @ b, rtol=1e-5,
+                               atol=1e-6)
