@@ -12,6 +12,7 @@ import numpy as np
 import keras_attention as ka
 from zoo import registry
 from zoo.augmentation import Augmentation, RandomShift, ShiftedImages  # noqa: F401 - vit.X names kept
+from zoo.vit_recipe import compile_model, freeze_backbone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,17 +109,7 @@ class ViTConfig:
             self, "dropout", "attention_dropout", "label_smoothing", "random_translation",
             "random_zoom",
         )
-        if isinstance(self.random_erasing, bool) or not 0 <= self.random_erasing <= 1:
-            raise ValueError(
-                f"`random_erasing` must be in [0, 1]; received random_erasing={self.random_erasing!r}."
-            )
-        if (isinstance(self.augmentation_until, bool)
-                or not isinstance(self.augmentation_until, (int, float))
-                or not 0 < self.augmentation_until <= 1):
-            raise ValueError(
-                "`augmentation_until` must be in (0, 1]; received "
-                f"augmentation_until={self.augmentation_until!r}."
-            )
+        _check_bounds(self, _AUGMENTATION_BOUNDS)
         registry.check_choice(self, "pooling", ("cls", "gap", "seq"))
         registry.check_choice(self, "activation", ("gelu", "gelu_tanh"))
         if self.pooled_norm and self.pooling != "gap":
@@ -145,12 +136,7 @@ class ViTConfig:
                 "jit_compile=True. Use random_translation / random_flip / random_erasing, "
                 "or jit_compile=False."
             )
-        if not self.learning_rate > 0:
-            raise ValueError(f"`learning_rate` must be positive; received {self.learning_rate!r}.")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"`weight_decay` must be >= 0; received {self.weight_decay!r}.")
-        if not (isinstance(self.warmup_steps, int) and 0 <= self.warmup_steps):
-            raise ValueError(f"`warmup_steps` must be an integer >= 0; received {self.warmup_steps!r}.")
+        _check_bounds(self, _RECIPE_BOUNDS)
 
     @property
     def augments(self):
@@ -190,6 +176,29 @@ class ViTConfig:
             {"images": f"uint8 or float32 (batch, {shape[1:-1]}), pixel values in [0, 255]"},
             {"logits": f"float32 (batch, {self.num_classes})"},
         )
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# (field, what it must be, the test): the fields `registry.check_*` do not cover.
+_AUGMENTATION_BOUNDS = (
+    ("random_erasing", "in [0, 1]", lambda v: _is_number(v) and 0 <= v <= 1),
+    ("augmentation_until", "in (0, 1]", lambda v: _is_number(v) and 0 < v <= 1),
+)
+_RECIPE_BOUNDS = (
+    ("learning_rate", "positive", lambda v: _is_number(v) and v > 0),
+    ("weight_decay", ">= 0", lambda v: _is_number(v) and v >= 0),
+    ("warmup_steps", "an integer >= 0", lambda v: isinstance(v, int) and 0 <= v),
+)
+
+
+def _check_bounds(config, bounds):
+    for name, requirement, holds in bounds:
+        value = getattr(config, name)
+        if not holds(value):
+            raise ValueError(f"`{name}` must be {requirement}; received {name}={value!r}.")
 
 
 def _check_pixel_statistics(config):
@@ -286,48 +295,6 @@ def build(config):
     if not config.trainable_backbone:
         freeze_backbone(model)
     return model
-
-
-def freeze_backbone(model):
-    """Make every layer of a ViT but its `head` non-trainable (`trainable_backbone=False`).
-
-    `keras.saving.load_model` restores the layers' flags but re-creates the
-    variables of composite layers (the encoder blocks) as trainable: call it
-    again on a loaded model.
-    """
-    for layer in model.layers:
-        if layer.name != "head":
-            layer.trainable = False
-            for variable in layer.weights:  # also those of sub-layers made in `build`
-                variable.trainable = False
-    return model
-
-
-def compile_model(model, config):
-    """AdamW, linear warm-up to `learning_rate` then cosine decay; cross-entropy; accuracy."""
-    schedule = keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0 if config.warmup_steps else config.learning_rate,
-        decay_steps=config.decay_steps,
-        warmup_target=config.learning_rate if config.warmup_steps else None,
-        warmup_steps=config.warmup_steps,
-    )
-    optimizer = keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, clipnorm=1.0)
-    optimizer.exclude_from_weight_decay(
-        var_names=["bias", "gamma", "beta", "position_embeddings", "token"]
-    )
-    # The keras_attention loss and metric with no padding (`pad_id=None`): the
-    # sparse cross-entropy (label smoothing as Keras' categorical one) and
-    # accuracy, exact under a tf.distribute strategy whatever the split of a
-    # batch over the replicas (Keras' own are not on an uneven last batch).
-    model.compile(
-        optimizer=optimizer,
-        loss=ka.MaskedSparseCategoricalCrossentropy(
-            pad_id=None, label_smoothing=config.label_smoothing, from_logits=True,
-            name="sparse_categorical_crossentropy",
-        ),
-        metrics=[ka.MaskedAccuracy(pad_id=None, name="accuracy")],
-        jit_compile=config.jit_compile,
-    )
 
 
 def attention_weights(model, images):
