@@ -370,3 +370,24 @@ def test_other_embedding_layouts(tmp_path, references, layout):
     np.testing.assert_allclose(logits.numpy(), references["logits"], atol=1e-4)
     tokens = decode.greedy_decode(model, references["input_ids"], **decode_args(target, references))
     assert ours(tokens, target.pad_id) == generated(references["greedy_ids"], target.pad_id)
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"activation_dropout": 0.1}, r"activation_dropout=0\.1 is not supported \(only 0\)"),
+    ({"vocab_size": -1}, r"vocab_size=-1 must be a non-negative integer"),
+    ({"eos_token_id": True}, r"eos_token_id=True must be a non-negative integer"),
+    ({"encoder_attention_heads": 8}, r"encoder_attention_heads=8 differs from decoder_"),
+    ({"static_position_embeddings": False}, r"static_position_embeddings=False cannot be"),
+    ("{not json", r"config\.json: not valid JSON"),
+    ("[1, 2]", r"config\.json: not a JSON object"),
+    (None, r"config\.json: not found"),
+])
+def test_read_config_names_the_first_field_it_refuses(tmp_path, content, message):
+    if isinstance(content, dict):
+        config = json.loads((FOLDER / "config.json").read_text())
+        content = json.dumps({**config, **content})
+    if content is not None:
+        (tmp_path / "config.json").write_text(content)
+    with pytest.raises(marian.FolderError, match=message):
+        marian.read_config(tmp_path)
+    assert marian.read_config(FOLDER)["model_type"] == "marian"
