@@ -4,6 +4,7 @@
 import pytest
 
 from zoo import datasets
+from zoo.datasets import generated, idx_files, image_data, pairs, specs, translation_files
 
 
 def test_get_translation_dataset(tmp_path):
@@ -37,8 +38,6 @@ def test_load_passes_progress_to_text_datasets_only(capsys, tmp_path):
 
 def test_the_package_names_what_its_modules_define():
     # `zoo.datasets.X` stays the import path users know; each name lives in one module.
-    from zoo.datasets import generated, idx_files, image_data, pairs, specs, translation_files
-
     modules = (generated, idx_files, image_data, pairs, specs, translation_files)
     for name in datasets.__all__:
         homes = [module for module in modules if name in vars(module)

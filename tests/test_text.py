@@ -2,7 +2,8 @@
 
 
 
-from zoo import text
+from zoo import text, tokens
+from zoo.text import ids, normalization, vocabulary, wordpiece, wordpiece_bpe
 
 
 def test_reserved_ids_are_fixed():
@@ -14,9 +15,6 @@ def test_reserved_ids_are_fixed():
 
 def test_the_package_names_what_its_modules_define():
     # `zoo.text.X` stays the import path users know; each name lives in one module.
-    from zoo import tokens
-    from zoo.text import ids, normalization, vocabulary, wordpiece, wordpiece_bpe
-
     modules = (ids, normalization, vocabulary, wordpiece, wordpiece_bpe, tokens)
     for name in text.__all__:
         assert any(getattr(module, name, None) is getattr(text, name) for module in modules), name
