@@ -256,13 +256,9 @@ class MultiHeadAttention(keras.layers.Layer):
         biases = (self.query_bias, self.key_bias, self.value_bias)
         if self_attention:
             q, k, v = self._project(query, kernels, biases, key_major=key_major)
-        elif key is value:
-            (q,) = self._project(query, kernels[:1], biases[:1])
-            k, v = self._project(value, kernels[1:], biases[1:], key_major=(0,) if key_major else ())
         else:
             (q,) = self._project(query, kernels[:1], biases[:1])
-            (k,) = self._project(key, kernels[1:2], biases[1:2], key_major=(0,) if key_major else ())
-            (v,) = self._project(value, kernels[2:], biases[2:])
+            k, v = self._project_key_value(value, key, (0,) if key_major else ())
         if self.chunk_size is None:
             heads, weights = self._attend(q, k, v, mask, training)  # (B, N, T, Hv)
         else:
@@ -309,15 +305,17 @@ class MultiHeadAttention(keras.layers.Layer):
             `(key, value)` in the layout `call_with_cache` takes: keys `(B, N, H, S)`
             (`(B, N, S, H)` with additive scoring), values `(B, N, S, Hv)`.
         """
-        key_major = (0,) if self._key_major else ()
+        return self._project_key_value(value, key, (0,) if self._key_major else ())
+
+    def _project_key_value(self, value, key, key_major):
+        """Keys and values `(B, N, ·, ·)`, in one matmul when `key` is `value` (or None)."""
         if key is None or key is value:
-            k, v = self._project(
+            return self._project(
                 value, (self.key_kernel, self.value_kernel), (self.key_bias, self.value_bias),
                 key_major=key_major,
             )
-        else:
-            (k,) = self._project(key, (self.key_kernel,), (self.key_bias,), key_major=key_major)
-            (v,) = self._project(value, (self.value_kernel,), (self.value_bias,))
+        (k,) = self._project(key, (self.key_kernel,), (self.key_bias,), key_major=key_major)
+        (v,) = self._project(value, (self.value_kernel,), (self.value_bias,))
         return k, v
 
     def empty_cache(self, batch_size, length, dtype=None):
