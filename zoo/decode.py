@@ -484,7 +484,9 @@ class _RNNSearchStep:
         self.annotations = _repeat(annotations, copies)  # (B·copies, S, A)
         self.source_mask = _repeat(source_mask, copies)
         self.projected_key = self.decoder.attention.project_key(self.annotations)  # U_a h
-        return tuple(_repeat(s, copies) for s in states)
+        states = [_repeat(s, copies) for s in states]
+        # Location-aware attention: the state also carries α_{t-1} (B·copies, S).
+        return tuple(self.decoder.get_initial_state(states, self.annotations, self.source_mask))
 
     def step(self, tokens, t, states):
         embedded = self.layers["target_embedding"](tokens)  # E y_{t-1} (B, E)
