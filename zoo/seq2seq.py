@@ -156,15 +156,11 @@ class BahdanauDecoder(keras.layers.Layer):
         self.attention_type = attention
         self.location_filters = location_filters
         self.location_kernel_size = location_kernel_size
-        if attention == "location":
-            self.attention = ka.LocationAwareAttention(
-                attention_units, location_filters, location_kernel_size,
-                dtype=self.dtype_policy, name="attention",
-            )
-        else:
-            self.attention = ka.BahdanauAttention(
-                attention_units, dtype=self.dtype_policy, name="attention"
-            )
+        location = (location_filters, location_kernel_size) if attention == "location" else ()
+        attention_class = ka.LocationAwareAttention if location else ka.BahdanauAttention
+        self.attention = attention_class(
+            attention_units, *location, dtype=self.dtype_policy, name="attention"
+        )
         cell_class = keras.layers.GRUCell if cell == "gru" else keras.layers.LSTMCell
         self.cell = cell_class(units, dtype=self.dtype_policy, name=f"{cell}_cell")
 
@@ -256,14 +252,9 @@ class BahdanauDecoder(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            {
-                "units": self.units,
-                "attention_units": self.attention_units,
-                "cell": self.cell_type,
-                "attention": self.attention_type,
-                "location_filters": self.location_filters,
-                "location_kernel_size": self.location_kernel_size,
-            }
+            units=self.units, attention_units=self.attention_units, cell=self.cell_type,
+            attention=self.attention_type, location_filters=self.location_filters,
+            location_kernel_size=self.location_kernel_size,
         )
         return config
 
