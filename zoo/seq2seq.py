@@ -23,9 +23,10 @@ from zoo import registry
 
 ATTENTIONS = ("additive", "location")  # Bahdanau et al. (2015); Chorowski et al. (2015)
 
+
 @dataclasses.dataclass(frozen=True)
 class Seq2SeqConfig:
-    """Sizes and training recipe of an RNN encoder-decoder with additive attention.
+    """Sizes and training recipe of an RNN encoder-decoder with additive (or location-aware) attention.
 
     Source and target vocabularies default to `vocabulary_size` each (two
     embedding matrices: RNNsearch does not share them). `attention="location"`
