@@ -18,6 +18,10 @@ backend (`%matplotlib inline`), a figure left at the end of a cell is shown.
 * `training_curves`: metrics per epoch from a Keras `History`, its `history`
   dict, or a `keras.callbacks.CSVLogger` file.
 
+The functions live in `zoo.plot_attention` (heat maps, positional encodings),
+`zoo.plot_vit` (ViT pictures) and `zoo.plot_training` (training curves), on the
+shared figure helpers of `zoo.plot_figures`; this module is their public face.
+
 Shape legend: B batch, N heads, T target (query) length, S source (key)
 length, P patches, D embedding size, L layers.
 """

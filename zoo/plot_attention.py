@@ -25,8 +25,9 @@ def attention_heatmap(
     source position s (each row sums to 1).
 
     Args:
-        weights: `(T, S)` (one map, e.g. RNNsearch alignments of one example)
-            or `(N, T, S)` (the heads of one example, e.g.
+        weights: `(T, S)` (one map, e.g. the RNNsearch alignments of one example,
+            `zoo.attention_weights(model, batch)["decoder/alignment"][i]`, with
+            additive or location-aware attention) or `(N, T, S)` (the heads of one example, e.g.
             `zoo.attention_weights(...)["decoder_block_0/cross_attention"][i]`).
         source_tokens: S labels for the columns (x axis); default 0..S-1.
         target_tokens: T labels for the rows (y axis); default 0..T-1.
