@@ -53,8 +53,9 @@ def transformer(kind="post_norm_tied", **overrides):
     return randomize(zoo.get("transformer-tiny", compile=False, **config), seed=1)
 
 
-def rnnsearch(cell="gru"):
-    return randomize(zoo.get("seq2seq-bahdanau-small", compile=False, cell=cell, **RNNSEARCH), 2)
+def rnnsearch(cell="gru", **overrides):
+    config = dict(RNNSEARCH, cell=cell, **overrides)
+    return randomize(zoo.get("seq2seq-bahdanau-small", compile=False, **config), 2)
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,9 @@ def models():
         "pre_norm_untied_learned": transformer("pre_norm_untied_learned"),
         "gru": rnnsearch("gru"),
         "lstm": rnnsearch("lstm"),
+        # Location-aware attention: the decoding state also carries α_{t-1}.
+        "location": rnnsearch("gru", attention="location", location_filters=4,
+                              location_kernel_size=5),
     }
 
 
@@ -182,7 +186,9 @@ def test_decoder_block_cache_matches_call(norm_first, rng):
 # === Greedy decoding ===
 
 
-@pytest.mark.parametrize("kind", ["post_norm_tied", "pre_norm_untied_learned", "gru", "lstm"])
+@pytest.mark.parametrize(
+    "kind", ["post_norm_tied", "pre_norm_untied_learned", "gru", "lstm", "location"]
+)
 def test_cached_step_logits_match_full_model(kind, models, rng):
     """One cached step at a time along a fixed target gives the full model's logits."""
     model = models[kind]
@@ -199,7 +205,9 @@ def test_cached_step_logits_match_full_model(kind, models, rng):
         np.testing.assert_allclose(logits, expected[:, t], atol=2e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("kind", ["post_norm_tied", "pre_norm_untied_learned", "gru", "lstm"])
+@pytest.mark.parametrize(
+    "kind", ["post_norm_tied", "pre_norm_untied_learned", "gru", "lstm", "location"]
+)
 def test_cached_greedy_equals_uncached(kind, models, rng):
     model = models[kind]
     source = padded_source(rng, SOURCE_LENGTHS)
@@ -244,7 +252,7 @@ def test_beam_size_one_is_greedy_and_scores_match_numpy(kind, models, rng):
     np.testing.assert_allclose(scores, numpy_scores(model, source, greedy.numpy(), 0.6), atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", ["pre_norm_untied_learned", "lstm"])
+@pytest.mark.parametrize("kind", ["pre_norm_untied_learned", "lstm", "location"])
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_scores_match_numpy_and_beat_greedy(kind, alpha, models, rng):
     model = models[kind]
@@ -296,7 +304,7 @@ def test_wide_beam_finds_the_best_hypothesis(alpha, rng):
 # === Padding, batches, graphs, XLA, saved models ===
 
 
-@pytest.mark.parametrize("kind", ["post_norm_tied", "pre_norm_untied_learned", "gru"])
+@pytest.mark.parametrize("kind", ["post_norm_tied", "pre_norm_untied_learned", "gru", "location"])
 def test_padded_batch_decodes_each_row_as_alone(kind, models, rng):
     """Rows of different lengths in one padded batch (encoder outputs repeated per
     beam) decode exactly as each row alone, unpadded, with the default max length."""

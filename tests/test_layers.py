@@ -66,6 +66,35 @@ LAYER_CASES = {
         {"use_causal_mask": True},
         ("key_bias",),
     ),
+    "location_aware_step": (
+        lambda: ka.LocationAwareAttention(6, filters=3, kernel_size=3, name="location"),
+        {
+            "query": _x(B, 4),
+            "value": _x(B, L, D, seed=1),
+            "previous_alignment": np.abs(_x(B, L, seed=2)),
+            "value_mask": PADDING,
+        },
+        {"return_attention_scores": True},
+        (),
+    ),
+    "location_aware_sequence": (
+        lambda: ka.LocationAwareAttention(6, filters=2, kernel_size=4, name="location"),
+        {"query": _x(B, 3, 4), "value": _x(B, L, D, seed=1),
+         "previous_alignment": np.abs(_x(B, 3, L, seed=2))},
+        {},
+        (),
+    ),
+    "multi_resolution": (
+        lambda: ka.MultiResolutionAttention(5, filters=2, kernel_sizes=(1, 3), name="multires"),
+        {
+            "query": _x(B, 4),
+            "value": _x(B, L, D, seed=1),
+            "previous_alignment": np.abs(_x(B, 2, L, seed=2)),
+            "value_mask": PADDING,
+        },
+        {"return_attention_scores": True},
+        (),
+    ),
     "linear_cross_padding": (
         lambda: ka.LinearAttention(num_heads=2, key_dim=4, value_dim=3, name="linear"),
         {

@@ -18,11 +18,13 @@ def test_maxout_passes_the_layer_checks(tmp_path):
     run_layer_checks(lambda: Maxout(3), {"inputs": _x(B, T, 6)}, tmp_path)
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_bahdanau_decoder_passes_the_layer_checks(cell, tmp_path):
+@pytest.mark.parametrize("cell, attention", [("gru", "additive"), ("lstm", "additive"),
+                                             ("gru", "location")])
+def test_bahdanau_decoder_passes_the_layer_checks(cell, attention, tmp_path):
     states = [_x(B, UNITS, seed=2)] * (2 if cell == "lstm" else 1)
     run_layer_checks(
-        lambda: BahdanauDecoder(UNITS, 4, cell=cell),
+        lambda: BahdanauDecoder(UNITS, 4, cell=cell, attention=attention, location_filters=2,
+                                location_kernel_size=3),
         {"target_embeddings": _x(B, T, E), "annotations": _x(B, S, A, seed=1),
          "initial_state": np.stack(states)},
         tmp_path,

@@ -19,10 +19,14 @@ and both work on models from `zoo.get` and on the same models after
   positions (`TransformerDecoderBlock.call_with_cache`). A step costs
   O(max_length) instead of re-running the whole prefix.
 - RNNsearch (`use_cache=True`): the encoder runs once and each step is one
-  `BahdanauDecoder.step`; the "cache" is the recurrent state, O(S) per step.
+  `BahdanauDecoder.step`; the "cache" is the recurrent state (with
+  `attention="location"` also the previous alignment `α_{t-1}`), O(S) per step.
 - `use_cache=False` (and any other `{"source", "target"}` -> logits model): the
   full model re-runs at every step on a fixed-size target buffer, reading the
   logits at position t (correct because position t only sees positions <= t).
+
+This module holds the public API; the loops are in `zoo.decode_loops` (greedy,
+GNMT beam) and `zoo.hf_beam`, one step per model family in `zoo.decode_steps`.
 
 Conventions: id 0 is padding and is never generated; the source may be padded
 with 0 anywhere after its tokens. Models with other special ids (imported
@@ -40,30 +44,20 @@ import weakref
 
 import tensorflow as tf
 
-from zoo import families, hf_beam, seq2seq
-from zoo.search_steps import Ids, forced_end, keep_shapes, pad_column, write_column
+from zoo import decode_loops, decode_steps, hf_beam
+from zoo.search_steps import Ids
 from zoo.tokens import END_ID, PAD_ID, START_ID  # noqa: F401 - part of this module's API
 
 LENGTH_PENALTIES = ("gnmt", "hf")
 EXTRA_LENGTH = 50  # default maximum output length = source length + 50
-_NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
 
+length_penalty = decode_loops.length_penalty  # part of this module's API
 
-def length_penalty(length, alpha):
-    """GNMT's length penalty `lp(Y) = ((5 + |Y|) / (5 + 1))^α` (Wu et al., 2016, eq. 14).
-
-    `|Y|` counts the generated tokens including `[END]` (as in tensor2tensor's
-    beam search); α = 0 gives lp = 1, i.e. plain log-probabilities. MATH.md
-    names the penalty and α = 0.6; this is the formula of the paper it cites.
-
-    Args:
-        length: int or int tensor, any shape.
-        alpha: float >= 0.
-
-    Returns:
-        float32, shaped like `length`.
-    """
-    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+# The steppers under their earlier names here (tests reach them as `decode._stepper`, ...).
+_stepper = decode_steps.stepper
+_TransformerStep = decode_steps.TransformerStep
+_RNNSearchStep = decode_steps.RNNSearchStep
+_FullModelStep = decode_steps.FullModelStep
 
 
 # === Public API ===
@@ -276,248 +270,7 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
         limit = tf.fill(tf.shape(lengths), max_length)
     ids = Ids(start_id, end_id, pad_id, force_end)
     if beam_size == 0:
-        return _greedy(stepper, source, width, limit, ids)
+        return decode_loops.greedy(stepper, source, width, limit, ids)
     if penalty == "hf":
         return hf_beam.beam(stepper, source, width, limit, ids, beam_size, alpha)
-    return _beam(stepper, source, width, limit, ids, beam_size, alpha)
-
-
-def _greedy(stepper, source, width, limit, ids):
-    batch = tf.shape(source)[0]
-    state = stepper.prepare(source, 1, width)
-    tokens = tf.fill([batch], ids.start)  # the decoder input at step t
-    output = tf.fill([batch, width], ids.pad)
-    done = tf.less_equal(limit, 0)
-
-    def keep_going(t, tokens, output, done, state):
-        return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
-
-    def step(t, tokens, output, done, state):
-        logits, state = stepper.step(tokens, t, state)  # (B, V)
-        logits = tf.where(pad_column(logits, ids.pad), tf.constant(_NEG, logits.dtype), logits)
-        logits = forced_end(logits, ids, t + 1 >= limit, _NEG)
-        token = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B,)
-        token = tf.where(done, tf.fill(tf.shape(token), ids.pad), token)
-        output = write_column(output, t, token)
-        done = done | tf.equal(token, ids.end) | (t + 1 >= limit)
-        return t + 1, token, output, done, state
-
-    _, _, output, _, _ = tf.while_loop(
-        keep_going, keep_shapes(step), (tf.constant(0), tokens, output, done, state)
-    )
-    return output
-
-
-def _beam(stepper, source, width, limit, ids, beam_size, alpha):
-    batch, k = tf.shape(source)[0], beam_size
-    state = stepper.prepare(source, k, width)  # every tensor has B·K rows: b·K + k
-    last = tf.fill([batch * k], ids.start)  # (B·K,) the decoder input at step t
-    alive = tf.fill([batch, k, width], ids.pad)  # live hypotheses
-    # Only beam 0 is live at first, so the first step does not pick K copies of one token.
-    alive_log_probs = tf.tile(
-        tf.concat([[0.0], tf.fill([k - 1], _NEG)], axis=0)[None, :], [batch, 1]
-    )  # (B, K)
-    ended = tf.zeros([batch], tf.int32)  # d: hypotheses that ended so far
-    best = tf.fill([batch, width], ids.pad)
-    best_score = tf.fill([batch], _NEG)
-    done = tf.less_equal(limit, 0)
-    max_penalty = length_penalty(limit, alpha)  # (B,)
-    ranks = tf.range(k)[None, :]  # (1, K)
-
-    def keep_going(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
-        return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
-
-    def step(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
-        logits, state = stepper.step(last, t, state)  # (B·K, V)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = tf.where(pad_column(log_probs, ids.pad), _NEG, log_probs)
-        log_probs = forced_end(log_probs, ids, tf.repeat(t + 1 >= limit, k), _NEG)
-        vocabulary = tf.shape(log_probs)[-1]
-        candidates = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, vocabulary])
-        top_log_probs, top = tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=k)  # (B, K)
-        parent, token = top // vocabulary, top % vocabulary
-        # Keep the K - d best extensions; ignore impossible ones and finished rows.
-        kept = (
-            (ranks < (k - ended)[:, None])
-            & (top_log_probs > _NEG / 2)
-            & tf.logical_not(done)[:, None]
-        )
-        token = tf.where(kept, token, ids.pad)
-        hypotheses = tf.gather(alive, parent, batch_dims=1)  # (B, K, L)
-        hypotheses = write_column(hypotheses, t, token)
-        has_ended = kept & tf.equal(token, ids.end)
-        finishing = has_ended | (kept & (t + 1 >= limit)[:, None])  # [END] or the length limit
-        scores = tf.where(finishing, top_log_probs / length_penalty(t + 1, alpha), _NEG)
-        candidate_score = tf.reduce_max(scores, axis=1)  # (B,)
-        candidate = tf.gather(
-            hypotheses, tf.argmax(scores, axis=1, output_type=tf.int32), batch_dims=1
-        )  # (B, L)
-        better = candidate_score > best_score  # ties keep the earlier (shorter) hypothesis
-        best = tf.where(better[:, None], candidate, best)
-        best_score = tf.where(better, candidate_score, best_score)
-        ended += tf.reduce_sum(tf.cast(has_ended, tf.int32), axis=1)
-
-        alive_log_probs = tf.where(kept & tf.logical_not(finishing), top_log_probs, _NEG)
-        best_alive = tf.reduce_max(alive_log_probs, axis=1)  # (B,)
-        done = (
-            done
-            | (ended >= k)
-            | (t + 1 >= limit)
-            | (best_alive <= _NEG / 2)
-            | (best_alive / max_penalty < best_score)  # no live hypothesis can win any more
-        )
-        alive_log_probs = tf.where(done[:, None], _NEG, alive_log_probs)
-        rows = tf.reshape(tf.range(batch)[:, None] * k + parent, [-1])  # (B·K,)
-        state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
-        return t + 1, tf.reshape(token, [-1]), hypotheses, alive_log_probs, ended, best, best_score, done, state
-
-    loop = tf.while_loop(
-        keep_going,
-        keep_shapes(step),
-        (tf.constant(0), last, alive, alive_log_probs, ended, best, best_score, done, state),
-    )
-    return loop[5], loop[6]
-
-
-# === One decoding step per model family ===
-
-
-def _stepper(model, use_cache, pad_id=PAD_ID):
-    layers = {layer.name: layer for layer in model.layers}
-    family = families.model_family(model) if use_cache else None
-    if family == "transformer" and ("shared_embedding" in layers or "target_embedding" in layers):
-        return _TransformerStep(layers, pad_id)
-    if family == "seq2seq" and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
-        return _RNNSearchStep(layers)
-    try:
-        input_names = {tensor.name for tensor in model.inputs or []}
-    except AttributeError:  # a subclassed model: try it
-        input_names = set()
-    if input_names and not {"source", "target"} <= input_names:
-        raise ValueError(
-            f"Decoding needs a seq2seq model with inputs 'source' and 'target'; "
-            f"{model.name!r} has inputs {sorted(input_names)}."
-        )
-    return _FullModelStep(model)
-
-
-def _repeat(tensor, copies):
-    return tensor if copies == 1 else tf.repeat(tensor, copies, axis=0)
-
-
-class _TransformerStep:
-    """Encoder once, then one token at a time through the cached decoder blocks."""
-
-    def __init__(self, layers, pad_id=PAD_ID):
-        self.pad_id = pad_id
-        self.final_logits_bias = layers.get("final_logits_bias")
-        shared = "shared_embedding" in layers
-        self.source_embedding = layers["shared_embedding" if shared else "source_embedding"]
-        self.target_embedding = layers["shared_embedding" if shared else "target_embedding"]
-        self.encoder_blocks = _numbered(layers, "encoder_block_")
-        self.decoder_blocks = _numbered(layers, "decoder_block_")
-        self.encoder_norm = layers.get("encoder_norm")
-        self.decoder_norm = layers.get("decoder_norm")
-        self.output_projection = layers.get("output_projection")
-
-    def prepare(self, source, copies, width):
-        """Encode `(B, S)`; keep per-beam copies of the cross-attention keys/values;
-        return empty self-attention caches of `width` positions for B·copies rows."""
-        if self.target_embedding.positional == "learned":  # a table of `positions` rows
-            positions = self.target_embedding.sequence_length
-            if isinstance(width, int) and width > positions:
-                raise ValueError(
-                    f"The model has {positions} learned target positions; cannot generate "
-                    f"{width} tokens. Pass a smaller `max_length` (the default is the source "
-                    "length + 50)."
-                )
-            if not isinstance(width, int):  # checked when it runs
-                with tf.control_dependencies([tf.debugging.assert_less_equal(
-                    width, positions,
-                    message=f"max_length exceeds the model's {positions} learned target positions",
-                )]):
-                    source = tf.identity(source)
-        source_mask = tf.not_equal(source, self.pad_id)  # (B, S)
-        x = self.source_embedding(source, training=False)  # (B, S, D)
-        for block in self.encoder_blocks:
-            x = block(x, padding_mask=source_mask, training=False)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-        self.source_mask = _repeat(source_mask, copies)
-        self.cross_caches = [
-            tuple(_repeat(c, copies) for c in block.compute_cross_attention_cache(x))
-            for block in self.decoder_blocks
-        ]  # each (B·copies, N, H, S) and (B·copies, N, S, H)
-        rows = tf.shape(source)[0] * copies
-        return tuple(block.empty_self_attention_cache(rows, width) for block in self.decoder_blocks)
-
-    def step(self, tokens, t, caches):
-        """tokens `(B,)` at position t -> logits `(B, V)` for position t, new caches."""
-        y = self.target_embedding(tokens[:, None], start_index=t, training=False)  # (B, 1, D)
-        new_caches = []
-        for block, cache, cross in zip(self.decoder_blocks, caches, self.cross_caches):
-            y, cache = block.call_with_cache(
-                y, cache, t, cross_attention_cache=cross,
-                encoder_padding_mask=self.source_mask, training=False,
-            )
-            new_caches.append(cache)
-        if self.decoder_norm is not None:
-            y = self.decoder_norm(y)
-        if self.output_projection is not None:
-            logits = self.output_projection(y)
-        else:
-            logits = self.target_embedding(y, reverse=True)  # tied: y Eᵀ
-        if self.final_logits_bias is not None:
-            logits = self.final_logits_bias(logits)
-        return tf.cast(logits[:, 0, :], tf.float32), tuple(new_caches)
-
-
-class _RNNSearchStep:
-    """Encoder once, then `BahdanauDecoder.step`: the state is the recurrent state."""
-
-    def __init__(self, layers):
-        self.layers = layers
-        self.decoder = layers["decoder"]
-
-    def prepare(self, source, copies, width):
-        annotations, states, source_mask = seq2seq.encode(self.layers, source, training=False)
-        self.annotations = _repeat(annotations, copies)  # (B·copies, S, A)
-        self.source_mask = _repeat(source_mask, copies)
-        self.projected_key = self.decoder.attention.project_key(self.annotations)  # U_a h
-        return tuple(_repeat(s, copies) for s in states)
-
-    def step(self, tokens, t, states):
-        embedded = self.layers["target_embedding"](tokens)  # E y_{t-1} (B, E)
-        new_states, previous, context, _ = self.decoder.step(
-            embedded, list(states), self.annotations, self.projected_key, self.source_mask,
-            training=False,
-        )
-        logits = seq2seq.output_logits(
-            self.layers, previous[:, None], embedded[:, None], context[:, None], training=False
-        )  # (B, 1, V)
-        return tf.cast(logits[:, 0, :], tf.float32), tuple(new_states)
-
-
-class _FullModelStep:
-    """No cache: the whole model on a fixed-size target buffer at every step."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def prepare(self, source, copies, width):
-        self.source = _repeat(source, copies)
-        self.width = width
-        return (tf.zeros([tf.shape(self.source)[0], width], tf.int32),)
-
-    def step(self, tokens, t, state):
-        (buffer,) = state  # decoder inputs [START] y_0 … y_{t-1}, then zeros
-        buffer += tokens[:, None] * tf.one_hot(t, self.width, dtype=tf.int32)[None, :]
-        logits = self.model({"source": self.source, "target": buffer}, training=False)
-        return tf.cast(logits[:, t, :], tf.float32), (buffer,)
-
-
-def _numbered(layers, prefix):
-    blocks = []
-    while f"{prefix}{len(blocks)}" in layers:
-        blocks.append(layers[f"{prefix}{len(blocks)}"])
-    return blocks
+    return decode_loops.beam(stepper, source, width, limit, ids, beam_size, alpha)

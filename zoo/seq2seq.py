@@ -6,6 +6,9 @@ against `s_{t-1}`, the context `c_t = Σ_j α_tj h_j` and the previous word feed
 the recurrent cell, `s_t = RNN([E y_{t-1}; c_t], s_{t-1})`, and the output is
 `softmax(W_o maxout(U_o s_{t-1} + V_o E y_{t-1} + C_o c_t))` (appendix A.2.2).
 
+With `attention="location"` the alignment model also convolves the previous
+alignment `α_{t-1}` (Chorowski et al., 2015), which the decoder state carries.
+
 Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing,
 0 = padding), output logits `(B, T, V)`.
 """
@@ -18,13 +21,18 @@ from keras import ops
 import keras_attention as ka
 from zoo import registry
 
+ATTENTIONS = ("additive", "location")  # Bahdanau et al. (2015); Chorowski et al. (2015)
+
 
 @dataclasses.dataclass(frozen=True)
 class Seq2SeqConfig:
-    """Sizes and training recipe of an RNN encoder-decoder with additive attention.
+    """Sizes and training recipe of an RNN encoder-decoder with additive (or location-aware) attention.
 
     Source and target vocabularies default to `vocabulary_size` each (two
-    embedding matrices: RNNsearch does not share them).
+    embedding matrices: RNNsearch does not share them). `attention="location"`
+    makes the alignment model location-aware (Chorowski et al., 2015):
+    `location_filters` filters of width `location_kernel_size` over the previous
+    step's alignment join the additive score.
     """
 
     vocabulary_size: int = 30000
@@ -36,6 +44,9 @@ class Seq2SeqConfig:
     attention_units: int = 1000
     maxout_units: int = 500
     cell: str = "gru"
+    attention: str = "additive"  # or "location": location-aware (ka.LocationAwareAttention)
+    location_filters: int = 10
+    location_kernel_size: int = 15
     dropout: float = 0.0
     max_length: int = 256
     # Training recipe.
@@ -47,13 +58,15 @@ class Seq2SeqConfig:
     def __post_init__(self):
         registry.check_positive(
             self, "vocabulary_size", "embedding_dim", "encoder_units", "decoder_units",
-            "attention_units", "maxout_units", "max_length",
+            "attention_units", "maxout_units", "max_length", "location_filters",
+            "location_kernel_size",
         )
         for name in ("source_vocabulary_size", "target_vocabulary_size"):
             if getattr(self, name) is not None:
                 registry.check_positive(self, name)
         registry.check_rate(self, "dropout", "label_smoothing")
         registry.check_choice(self, "cell", ("gru", "lstm"))
+        registry.check_choice(self, "attention", ATTENTIONS)
         if not self.learning_rate > 0:
             raise ValueError(f"`learning_rate` must be positive; received {self.learning_rate!r}.")
         if not self.clipnorm > 0:
@@ -86,6 +99,9 @@ class Seq2SeqConfig:
         encoder = 2 * self._cell_params(e, enc)
         initial_state = enc * dec + dec
         attention = dec * a + 2 * enc * a + a
+        if self.attention == "location":  # F (k × 1 × F), U (F × a), b (a)
+            f = self.location_filters
+            attention += self.location_kernel_size * f + f * a + a
         decoder = self._cell_params(e + 2 * enc, dec)
         maxout = (dec + e + 2 * enc) * 2 * m + 2 * m
         output = m * self.target_vocab + self.target_vocab
@@ -103,10 +119,19 @@ class Seq2SeqConfig:
 class BahdanauDecoder(keras.layers.Layer):
     """The RNNsearch decoder recurrence, with the alignment model inside each step.
 
+    With `attention="location"` the alignment model is location-aware
+    (`ka.LocationAwareAttention`, Chorowski et al., 2015): it also convolves
+    the previous step's alignment `α_{t-1}`, so the recurrent state carries
+    `α_{t-1}` `(B, S)` after the cell's states (`get_initial_state` starts it
+    uniform over the real source positions).
+
     Args:
         units: decoder state size.
         attention_units: the alignment model's hidden size.
         cell: `"gru"` or `"lstm"`.
+        attention: `"additive"` (Bahdanau) or `"location"` (location-aware).
+        location_filters: F, location filters (`attention="location"` only).
+        location_kernel_size: k, their width over the source axis.
 
     Call arguments:
         target_embeddings: `E y_{t-1}` for every step, `(B, T, E)`.
@@ -121,34 +146,64 @@ class BahdanauDecoder(keras.layers.Layer):
         `c_t` `(B, T, A)` and `α_t` `(B, T, S)`.
     """
 
-    def __init__(self, units, attention_units, cell="gru", **kwargs):
+    def __init__(self, units, attention_units, cell="gru", attention="additive",
+                 location_filters=10, location_kernel_size=15, **kwargs):
         super().__init__(**kwargs)
+        if attention not in ATTENTIONS:
+            raise ValueError(f"`attention` must be one of {ATTENTIONS}; received {attention!r}.")
         self.units = units
         self.attention_units = attention_units
         self.cell_type = cell
-        self.attention = ka.BahdanauAttention(attention_units, dtype=self.dtype_policy, name="attention")
+        self.attention_type = attention
+        self.location_filters = location_filters
+        self.location_kernel_size = location_kernel_size
+        location = (location_filters, location_kernel_size) if attention == "location" else ()
+        attention_class = ka.LocationAwareAttention if location else ka.BahdanauAttention
+        self.attention = attention_class(
+            attention_units, *location, dtype=self.dtype_policy, name="attention"
+        )
         cell_class = keras.layers.GRUCell if cell == "gru" else keras.layers.LSTMCell
         self.cell = cell_class(units, dtype=self.dtype_policy, name=f"{cell}_cell")
 
+    @property
+    def carries_alignment(self):
+        """Whether the recurrent state ends with the previous alignment `α_{t-1}`."""
+        return self.attention_type == "location"
+
     def build(self, target_embeddings_shape, annotations_shape, initial_state_shape=None):
-        self.attention.build((None, self.units), annotations_shape)
+        if self.carries_alignment:
+            self.attention.build((None, self.units), annotations_shape, annotations_shape[:2])
+        else:
+            self.attention.build((None, self.units), annotations_shape)
         self.cell.build((None, target_embeddings_shape[-1] + annotations_shape[-1]))
         self.built = True
 
+    def get_initial_state(self, cell_states, annotations, annotations_mask=None):
+        """The recurrent state of step 1: the cell's states, then `α_0` with location attention."""
+        states = list(cell_states)
+        if self.carries_alignment:
+            states.append(self.attention.initial_alignment(annotations, annotations_mask))
+        return states
+
     def step(self, embedded, states, annotations, projected_key, annotations_mask, training=None):
-        """One step: `(B, E)`, states `[(B, units)…]` -> new states, `s_{t-1}`, `c_t`, `α_t`."""
+        """One step: `(B, E)`, states (from `get_initial_state`) -> new states, `s_{t-1}`,
+        `c_t`, `α_t`."""
         previous = states[0]
+        cell_states = states[:-1] if self.carries_alignment else states
+        location = (states[-1],) if self.carries_alignment else ()  # α_{t-1}
         context, alignment = self.attention(
             previous,
             annotations,
+            *location,
             value_mask=annotations_mask,
             projected_key=projected_key,
             return_attention_scores=True,
         )
         _, new_states = self.cell(
-            ops.concatenate([embedded, context], axis=-1), states, training=training
+            ops.concatenate([embedded, context], axis=-1), cell_states, training=training
         )
-        return list(new_states), previous, context, alignment
+        new_states = list(new_states) + ([alignment] if self.carries_alignment else [])
+        return new_states, previous, context, alignment
 
     def call(
         self, target_embeddings, annotations, initial_state, annotations_mask=None, training=None
@@ -159,8 +214,9 @@ class BahdanauDecoder(keras.layers.Layer):
             states = list(initial_state)
         else:  # stacked (n, B, units)
             states = ops.unstack(initial_state, axis=0)
+        states = self.get_initial_state(states, annotations, annotations_mask)
         # Keras's scan stacks outputs shaped like the carry, so the carry holds the
-        # cell states followed by this step's s_{t-1}, c_t and α_t.
+        # recurrent state followed by this step's s_{t-1}, c_t and α_t.
         outputs = [
             ops.zeros_like(states[0]),  # s_{t-1} (B, units)
             ops.zeros_like(annotations[:, 0, :]),  # c_t (B, A)
@@ -197,7 +253,9 @@ class BahdanauDecoder(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            {"units": self.units, "attention_units": self.attention_units, "cell": self.cell_type}
+            units=self.units, attention_units=self.attention_units, cell=self.cell_type,
+            attention=self.attention_type, location_filters=self.location_filters,
+            location_kernel_size=self.location_kernel_size,
         )
         return config
 
@@ -271,7 +329,9 @@ def _make_layers(config):
         ),
         "target_dropout": keras.layers.Dropout(config.dropout, name="target_dropout"),
         "decoder": BahdanauDecoder(
-            config.decoder_units, config.attention_units, cell=config.cell, name="decoder"
+            config.decoder_units, config.attention_units, cell=config.cell,
+            attention=config.attention, location_filters=config.location_filters,
+            location_kernel_size=config.location_kernel_size, name="decoder",
         ),
         "maxout_projection": keras.layers.Dense(2 * config.maxout_units, name="maxout_projection"),
         "maxout": Maxout(config.maxout_units, name="maxout"),

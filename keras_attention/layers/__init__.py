@@ -4,7 +4,9 @@ from keras_attention.layers.bahdanau import BahdanauAttention
 from keras_attention.layers.causal_convolution import CausalConv1D, DilatedResidualBlock
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
 from keras_attention.layers.linear import LinearAttention
+from keras_attention.layers.location_aware import LocationAwareAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
+from keras_attention.layers.multi_resolution import MultiResolutionAttention
 from keras_attention.layers.positional import (
     PositionEmbedding,
     SinusoidalPositionalEncoding,
@@ -20,7 +22,9 @@ __all__ = [
     "ClassToken",
     "DilatedResidualBlock",
     "LinearAttention",
+    "LocationAwareAttention",
     "MultiHeadAttention",
+    "MultiResolutionAttention",
     "PatchEmbedding",
     "PositionEmbedding",
     "PositionwiseFeedForward",

@@ -1,0 +1,184 @@
+"""Location-aware attention (Chorowski et al., 2015): additive scoring that also sees
+the previous step's alignment through a convolution."""
+
+import keras
+from keras import ops
+
+from keras_attention import ops as attention_ops
+from keras_attention.checks import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class LocationAwareAttention(keras.layers.Layer):
+    """Additive attention with location features: `e_{t,s} = wᵀ tanh(W s_{t-1} + V h_s + U f_{t,s} + b)`.
+
+    The location features `f_t = F * α_{t-1}` are `filters` convolutions of width
+    `kernel_size` over the previous step's alignment `α_{t-1}` along the source
+    axis ('same' zero padding, so position s sees `α_{t-1}` around s). Then
+    `α_t = softmax(e_t)` over the real source positions and the context is
+    `c_t = Σ_s α_{t,s} h_s`. The layer thus knows where it attended last and can
+    learn to move forward from there (monotonic, local alignments), which plain
+    content-based scoring (`BahdanauAttention`) cannot express. Like the
+    Keras/TensorFlow convolutions, `*` is a cross-correlation (the kernel is not
+    flipped); for an even `kernel_size` the extra tap sits on the right.
+
+    The alignment of one step is the input of the next: a decoder calls the
+    layer once per step with `previous_alignment` from the step before
+    (`initial_alignment` for the first step). Given a whole sequence of
+    previous alignments, `(B, T, S)`, it scores T queries at once (each against
+    its own previous alignment, e.g. for teacher-forced inspection).
+
+    Args:
+        units: U, the alignment model's hidden size.
+        filters: F, the number of location filters (10 in the paper).
+        kernel_size: k, the width of each location filter over the source axis
+            (201 in the paper, for speech frames; a few tokens suffice for text).
+        kernel_initializer: initializer of `W`, `V`, `U`, `F` and `w`.
+
+    Call arguments:
+        query: the decoder state `s_{t-1}`, `(B, Dq)`, or T of them `(B, T, Dq)`.
+        value: the annotations `h`, `(B, S, Dv)`.
+        previous_alignment: `α_{t-1}`, `(B, S)` (or `(B, T, S)` for T queries).
+        key: `(B, S, Dk)`; defaults to `value`.
+        value_mask: `(B, S)` padding mask, True = may attend; filled from the
+            value's Keras mask.
+        return_attention_scores: also return the alignment `α_t`.
+        projected_key: `V h` `(B, S, U)` from `project_key`, to reuse across the
+            steps of a decoder.
+
+    Returns:
+        The context `(B, Dv)` (or `(B, T, Dv)`), and with
+        `return_attention_scores=True` the alignment `α_t` `(B, S)` (or `(B, T, S)`).
+
+    Example:
+        >>> attention = LocationAwareAttention(16, filters=4, kernel_size=5)
+        >>> h = keras.random.normal((2, 7, 8))
+        >>> alignment = attention.initial_alignment(h)  # (2, 7), uniform
+        >>> context, alignment = attention(
+        ...     keras.random.normal((2, 6)), h, alignment, return_attention_scores=True)
+
+    References:
+        Chorowski, Bahdanau, Serdyuk, Cho, Bengio, "Attention-Based Models for
+        Speech Recognition", NeurIPS 2015, section 2.2, eqs. 5-9.
+    """
+
+    def __init__(self, units, filters=10, kernel_size=31, kernel_initializer="glorot_uniform",
+                 **kwargs):
+        super().__init__(**kwargs)
+        check_positive_int("units", units)
+        check_positive_int("filters", filters)
+        check_positive_int("kernel_size", kernel_size)
+        self.units = units
+        self.filters = filters
+        self.kernel_size = kernel_size
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build(self, query_shape, value_shape, previous_alignment_shape=None, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        if len(query_shape) not in (2, 3):
+            raise ValueError(
+                "`query` must have shape (B, Dq) or (B, T, Dq); received "
+                f"query.shape={tuple(query_shape)}."
+            )
+        for name, shape in (("value", value_shape), ("key", key_shape)):
+            if len(shape) != 3:
+                raise ValueError(
+                    f"`{name}` must have shape (B, S, D); received {name}.shape={tuple(shape)}."
+                )
+
+        def weight(name, shape):
+            return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
+
+        self.query_kernel = weight("query_kernel", (query_shape[-1], self.units))  # W
+        self.key_kernel = weight("key_kernel", (key_shape[-1], self.units))  # V
+        self.location_filters = weight("location_filters", (self.kernel_size, 1, self.filters))  # F
+        self.location_kernel = weight("location_kernel", (self.filters, self.units))  # U
+        self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")  # b
+        self.score_kernel = weight("score_kernel", (self.units,))  # w
+        self.built = True
+
+    def project_key(self, key):
+        """`V h_s` for every source position: `(B, S, Dk)` -> `(B, S, U)`."""
+        return ops.matmul(key, self.key_kernel)
+
+    def initial_alignment(self, value, value_mask=None):
+        """`α_0`: uniform over the real source positions, `(B, S)` in the compute dtype.
+
+        (The paper does not fix `α_0`; a uniform start, as in ESPnet's location-aware
+        attention, favours no position.)
+        """
+        if value_mask is None:
+            value_mask = ops.ones(ops.shape(value)[:2], "bool")
+        real = ops.cast(value_mask, "float32")  # (B, S)
+        count = ops.maximum(ops.sum(real, axis=-1, keepdims=True), 1.0)
+        return ops.cast(real / count, self.compute_dtype)
+
+    def location_features(self, previous_alignment):
+        """`U (F * α_{t-1})`: `(B, S)` or `(B, T, S)` -> `(B, [T,] S, U)`."""
+        shape = ops.shape(previous_alignment)
+        flat = ops.reshape(previous_alignment, (-1, shape[-1], 1))  # (B·T, S, 1)
+        flat = ops.cast(flat, self.compute_dtype)
+        features = ops.conv(flat, self.location_filters, padding="same")  # (B·T, S, F)
+        features = ops.matmul(features, self.location_kernel)  # (B·T, S, U)
+        return ops.reshape(features, tuple(shape) + (self.units,))
+
+    def call(
+        self,
+        query,
+        value,
+        previous_alignment,
+        key=None,
+        value_mask=None,
+        return_attention_scores=False,
+        projected_key=None,
+    ):
+        key = value if key is None else key
+        if query.shape[-1] is not None and query.shape[-1] != self.query_kernel.shape[0]:
+            raise ValueError(
+                f"`query` has {query.shape[-1]} features but the layer was built for "
+                f"{self.query_kernel.shape[0]}; received query.shape={tuple(query.shape)}."
+            )
+        if len(previous_alignment.shape) != len(query.shape):
+            raise ValueError(
+                "`previous_alignment` must be (B, S) for a query (B, Dq) and (B, T, S) for "
+                f"queries (B, T, Dq); received query.shape={tuple(query.shape)}, "
+                f"previous_alignment.shape={tuple(previous_alignment.shape)}."
+            )
+        single_step = len(query.shape) == 2
+        if single_step:
+            query = ops.expand_dims(query, 1)  # (B, 1, Dq)
+            previous_alignment = ops.expand_dims(previous_alignment, 1)  # (B, 1, S)
+        if projected_key is None:
+            projected_key = self.project_key(key)  # (B, S, U)
+        features = (
+            ops.expand_dims(ops.matmul(query, self.query_kernel), 2)  # (B, T, 1, U)
+            + ops.expand_dims(projected_key, 1)  # (B, 1, S, U)
+            + self.location_features(previous_alignment)  # (B, T, S, U)
+            + self.bias
+        )
+        scores = ops.sum(ops.tanh(features) * self.score_kernel, axis=-1)  # (B, T, S)
+        mask = None if value_mask is None else ops.expand_dims(ops.cast(value_mask, "bool"), 1)
+        weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask)
+        weights = ops.cast(weights, self.compute_dtype)
+        context = ops.matmul(weights, value)  # (B, T, Dv)
+        if single_step:
+            context, weights = ops.squeeze(context, 1), ops.squeeze(weights, 1)
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def compute_mask(self, inputs, previous_mask=None):
+        # The context has no padding of its own: it is one vector per query.
+        return None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "filters": self.filters,
+                "kernel_size": self.kernel_size,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
