@@ -309,7 +309,8 @@ def _add_train_parser(commands):
             "Examples:\n"
             "  zoo train transformer-tiny --data numbers --epochs 20 --out runs/numbers\n"
             "  zoo train vit-tiny --data fashion-mnist --epochs 80 --batch-size 128 --jit\n"
-            "  zoo train seq2seq-bahdanau-small --data tsv:pairs.tsv --test-ratio 0.1"
+            "  zoo train seq2seq-bahdanau-small --data tsv:pairs.tsv --test-ratio 0.1\n"
+            "  zoo train transformer-base --weights opus-mt-en-de --data tsv:pairs.tsv"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -341,7 +342,8 @@ def _add_train_parser(commands):
                    help="translation: one vocabulary per language instead of a shared one")
     p.add_argument("--weights", metavar="PATH",
                    help="start from pretrained weights (ViT: Google .npz, timm .safetensors or "
-                   ".pth, a Hugging Face folder); the file sets the architecture and the "
+                   ".pth, a Hugging Face folder; Transformer: a Marian / OPUS-MT folder, "
+                   "fine-tuned with its own tokenizers); the file sets the architecture and the "
                    "fine-tuning recipe")
     p.add_argument("--tokenizer", choices=tokenizers.TOKENIZERS,
                    help="translation: sentencepiece (cased, reversible; the default for new "
@@ -384,7 +386,8 @@ def _add_evaluate_parser(commands):
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--beam-size", type=_positive_int, default=4,
                    help="beam width for the beam-search scores; 1 skips them (default 4)")
-    p.add_argument("--alpha", type=float, default=0.6, help="beam length penalty (default 0.6)")
+    p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
+                   "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--limit", type=_positive_int, help="score only the first N test examples")
     p.add_argument("--batch-size", type=_positive_int, default=128)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON only")
@@ -406,7 +409,8 @@ def _add_export_parser(commands):
     p.add_argument("--version", type=_positive_int, help="version number (default: the next one)")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--beam-size", type=_positive_int, default=4)
-    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
+                   "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--top-k", type=_positive_int, default=None,
                    help="images: classes returned (default 5, or every class when fewer)")
     p.set_defaults(func=_cmd_export)
@@ -431,7 +435,8 @@ def _add_predict_parser(commands):
     p.add_argument("inputs", metavar="INPUT", nargs="+")
     p.add_argument("--beam-size", type=_positive_int,
                    help="1 for greedy decoding (default: beam search of 4)")
-    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
+                   "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--top-k", type=_positive_int, default=3, help="images: classes shown")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -25,8 +25,9 @@ Elements: `({"source": int32 (B, S), "target": int32 (B, T)}, labels int32
 
 A target tokenizer with its own `special_ids` (an imported Marian model's,
 `zoo.marian_tokenizer`) replaces `[START]`, `[END]` and the padding by its
-ids: for OPUS-MT, `target = [<pad>] + y`, `labels = y + [</s>]`, padded
-with `<pad>` (the model's `pad_id`, which its loss ignores).
+ids: for OPUS-MT, `source = x + [</s>]` (the source tokenizer's end id),
+`target = [<pad>] + y`, `labels = y + [</s>]`, padded with `<pad>` (the
+model's `pad_id`, which its loss ignores).
 """
 
 import tensorflow as tf
@@ -143,6 +144,7 @@ def make_translation_dataset(
     own = getattr(target_tokenizer, "special_ids", None) or {}
     ids = {"start": own.get("start", START_ID), "end": own.get("end", END_ID),
            "pad": own.get("pad", PAD_ID)}
+    source_end = (getattr(source_tokenizer, "special_ids", None) or {}).get("end", END_ID)
 
     dataset = tf.data.Dataset.from_tensor_slices(
         (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
@@ -159,7 +161,7 @@ def make_translation_dataset(
         start = tf.fill([rows, 1], tf.constant(ids["start"], tf.int32))
         end = tf.fill([rows, 1], tf.constant(ids["end"], tf.int32))
         return (
-            encode_sources(source_tokenizer, source_text, max_length),  # (b, (S))
+            encode_sources(source_tokenizer, source_text, max_length, source_end),  # (b, (S))
             tf.concat([start, words], axis=1),  # (b, (T))
             tf.concat([words, end], axis=1),  # (b, (T))
         )

@@ -30,6 +30,8 @@ class Family:
     search_space: Callable | None = None
     read_weights: Callable | None = None
     import_weights: Callable | None = None
+    import_config: Callable | None = None
+    import_tokenizers: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +88,17 @@ def register_family(config_class, name, compile_fn=None, search_space=None, read
     the checkpoint has `overrides(user_overrides) -> config overrides` and
     `load_into(model, config, name)` (ViT, `zoo.vit_checkpoints.Checkpoint`).
     `import_weights(path, base_config, **overrides) -> (model, config)`: the
-    family builds the model from the folder itself (Transformer, `zoo.marian`).
+    family builds the model from the folder itself (Transformer, `zoo.marian`);
+    then `import_config(path, base_config, **overrides) -> config` reads the
+    config alone, and `import_tokenizers(path) -> (source, target)` gives the
+    folder's own tokenizers (what fine-tuning such a model trains with).
     """
     _FAMILIES[config_class] = Family(name, compile_fn, search_space, read_weights, import_weights)
 
 
-def register_weights(config_class, read_weights=None, import_weights=None):
-    """Give a registered family its pretrained-weights hook (see `register_family`).
+def register_weights(config_class, read_weights=None, import_weights=None, import_config=None,
+                     import_tokenizers=None):
+    """Give a registered family its pretrained-weights hooks (see `register_family`).
 
     The modules that read checkpoints sit above the families (they build
     the family's models), so they register themselves: `zoo.vit_pretrained`
@@ -104,6 +110,8 @@ def register_weights(config_class, read_weights=None, import_weights=None):
     _FAMILIES[config_class] = dataclasses.replace(
         family, read_weights=read_weights or family.read_weights,
         import_weights=import_weights or family.import_weights,
+        import_config=import_config or family.import_config,
+        import_tokenizers=import_tokenizers or family.import_tokenizers,
     )
 
 
@@ -212,7 +220,7 @@ def config(name, *, weights=None, **overrides):
     under `overrides`.
     """
     if weights is not None:
-        _, overrides = _read_weights(name, weights, overrides)
+        overrides = weights_overrides(name, weights, overrides)
     base = _entry(name).config
     fields = [f.name for f in dataclasses.fields(base)]
     unknown = sorted(set(overrides) - set(fields))
@@ -288,18 +296,35 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
 
 def weights_overrides(name, weights, overrides):
     """The config overrides `get(name, weights=weights, **overrides)` builds with: the
-    file's architecture fields and fine-tuning recipe under `overrides` (which win).
+    file's architecture fields and fine-tuning recipe under `overrides`.
 
-    For the families whose checkpoints load into their own models (the ViT);
-    a family that builds its model from a folder (the Transformer's Marian
-    import) is refused with one line: use `zoo.marian` for those.
+    ViT checkpoints: the user's `overrides` win (a new head, another image
+    size). A folder the family imports (the Transformer's Marian folders): its
+    sizes and special ids are fixed; an override that contradicts one raises a
+    `ValueError` naming the field (dropout rates and the recipe may change).
     """
-    if _family_attr(_entry(name).config, "import_weights") is not None:
-        raise ValueError(
-            f"training {name!r} from `weights` is not supported by `zoo train` yet; import the "
-            "folder with `zoo import` (serving) or `zoo.marian.import_folder` (Python, fine-tuning)"
-        )
-    return _read_weights(name, weights, overrides)[1]
+    import_config = _family_attr(_entry(name).config, "import_config")
+    if import_config is None:
+        return _read_weights(name, weights, overrides)[1]
+    base = _entry(name).config
+    imported = import_config(weights, base, **overrides)
+    return {field.name: getattr(imported, field.name) for field in dataclasses.fields(base)
+            if field.name in overrides
+            or getattr(imported, field.name) != getattr(base, field.name)}
+
+
+def imports_weights(name):
+    """Whether `name`'s family builds its model from a pretrained folder (`import_weights`)."""
+    return _family_attr(_entry(name).config, "import_weights") is not None
+
+
+def imported_tokenizers(name, weights):
+    """The `(source, target)` tokenizers of a folder that `name`'s family imports."""
+    read = _family_attr(_entry(name).config, "import_tokenizers")
+    if read is None:
+        raise ValueError(f"Model {name!r} ({_entry(name).family}) takes no tokenizers from "
+                         f"`weights`; received {weights!r}.")
+    return read(weights)
 
 
 def _read_weights(name, weights, overrides):
@@ -385,6 +410,8 @@ __all__ = [
     "describe",
     "entry",
     "get",
+    "imported_tokenizers",
+    "imports_weights",
     "list",
     "register",
     "register_family",
