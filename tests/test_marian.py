@@ -374,10 +374,10 @@ def test_fine_tuned_run_evaluates_predicts_and_exports(fine_tuned, fine_tuning, 
 
     out = fine_tuned[0]
     pairs = fine_tuning["pairs"]
-    metrics = runs.evaluate(out, beam_size=2, quiet=True)
-    assert metrics["num_examples"] == 4 and metrics["beam"]["length_penalty"] == "hf"
+    metrics = runs.evaluate(out, beam_size=2, limit=2, quiet=True)
+    assert metrics["num_examples"] == 2 and metrics["beam"]["length_penalty"] == "hf"
     assert metrics["beam"]["alpha"] == 1.0
-    assert [e["reference"] for e in metrics["examples"]] == [t for _, t in pairs[:3]]  # cased
+    assert [e["reference"] for e in metrics["examples"]] == [t for _, t in pairs[:2]]  # cased
     # A copy of the run holding the imported weights decodes as Hugging Face's generate.
     copy = tmp_path / "reference_run"
     shutil.copytree(out, copy)
@@ -394,31 +394,28 @@ def test_fine_tuned_run_evaluates_predicts_and_exports(fine_tuned, fine_tuning, 
     metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
     assert (metadata["length_penalty"], metadata["alpha"], metadata["force_end"]) == ("hf", 1.0, True)
     assert metadata["special_ids"] == {"pad": 109, "start": 109, "end": 0}
-    loaded = tf.saved_model.load(str(path))
-    served = loaded.signatures["greedy"](text=tf.constant(sentences))["translation"].numpy()
-    assert [t.decode() for t in served] == references["greedy_text"]
-    # The fine-tuned run's own strings, from the run and from its export, agree.
-    mine = runs.predict(out, [p[0] for p in pairs], beam_size=1)
-    exported = runs.predict(runs.export_run(out, to=tmp_path / "mine", quiet=True),
-                            [p[0] for p in pairs], beam_size=1)
-    assert [r["translation"] for r in mine] == [r["translation"] for r in exported]
+    assert metadata["max_length"] == references["max_new_tokens"]
+    # (test_export_serves_the_reference_strings serves such an export's strings.)
 
 
 @pytest.mark.parametrize("name, extra, message", [
     ("seq2seq-bahdanau-small", {}, r"\(seq2seq\) cannot load `weights`"),
+    ("vit-tiny", {}, r"not a Hugging Face ViT checkpoint"),
     ("transformer-base", {"overrides": {"d_model": 64}},
      r"d_model=64 differs from .*config\.json's d_model=32"),
     ("transformer-base", {"overrides": {"pad_id": 0}}, r"pad_id=0 differs"),
+    ("transformer-base", {"overrides": {"colour": 1}}, r"Unknown field\(s\) colour"),
     ("transformer-base", {"tokenizer": "wordpiece"}, r"tokenizer='wordpiece' cannot be used"),
     ("transformer-base", {"separate_vocabularies": False}, r"separate_vocabularies=False"),
+    ("transformer-tiny", {"weights": None, "tokenizer": "marian"}, r"tokenizer='marian' comes with"),
 ])
 def test_bad_fine_tuning_combinations_are_refused_in_one_line(tmp_path, name, extra, message):
     from zoo import runs
 
     (tmp_path / "pairs.tsv").write_text("Hello, World.\tHallo, Welt.\n", encoding="utf-8")
+    extra = {"weights": str(FOLDER), **extra}
     with pytest.raises(ValueError, match=message) as caught:
-        runs.train(name, f"tsv:{tmp_path / 'pairs.tsv'}", tmp_path / "run", weights=str(FOLDER),
-                   quiet=True, **extra)
+        runs.train(name, f"tsv:{tmp_path / 'pairs.tsv'}", tmp_path / "run", quiet=True, **extra)
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "run").exists()  # refused before any work
 

@@ -28,7 +28,12 @@ alone, for an existing folder.
 With `--full-size` it also builds a random MarianMTModel of transformer-base
 sizes (OPUS-MT's: 6+6 layers, d_model 512, 8 heads, d_ff 2048, vocabulary
 58101), saves it, imports it with `zoo.marian.import_folder` (through the
-project's Python, `--project-python`) and compares the parameter counts.
+project's Python, `--project-python`) and compares the parameter counts
+and the logits. Its output (torch 2.14.1, transformers 5.24.0, 2026-11-25):
+
+    full size: Hugging Face parameters without the fixed sinusoidal tables
+    + final_logits_bias = 73,944,309; zoo import = 73,944,309; equal; logits
+    max |difference| 1.91e-06 (2 x 7 targets, 2 x 12 sources)
 
 Needs torch, transformers and sentencepiece (the `fixtures` extra); no network.
 

@@ -221,6 +221,11 @@ def config(name, *, weights=None, **overrides):
     """
     if weights is not None:
         overrides = weights_overrides(name, weights, overrides)
+    return dataclasses.replace(_checked_fields(name, overrides), **overrides)
+
+
+def _checked_fields(name, overrides):
+    """`name`'s default config, after checking that `overrides` names only its fields."""
     base = _entry(name).config
     fields = [f.name for f in dataclasses.fields(base)]
     unknown = sorted(set(overrides) - set(fields))
@@ -229,7 +234,7 @@ def config(name, *, weights=None, **overrides):
             f"Unknown field(s) {', '.join(unknown)} for model {name!r}. "
             f"Valid fields: {', '.join(fields)}."
         )
-    return dataclasses.replace(base, **overrides)
+    return base
 
 
 def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noqa: A002
@@ -242,14 +247,13 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             The file sets the config fields it implies and the family's
             fine-tuning recipe; `overrides` still win (e.g. `image_size=384`
             resamples the position embeddings, `num_classes=K` makes a new head).
+            Or a folder the family imports (Transformer: a Hugging Face Marian /
+            OPUS-MT folder, `zoo.marian`): the sizes come from the folder.
         strategy: a `tf.distribute.Strategy` or a name of
             `zoo.distribute.STRATEGIES` (`"mirrored"`, ...); the model and its
             optimizer are created inside its scope, and `model.fit` then
             distributes its dataset over the replicas (see `zoo.distribute`).
         compile: compile with the family's training recipe.
-        weights: a folder of pretrained weights the family imports (Transformer:
-            a Hugging Face Marian / OPUS-MT folder, `zoo.marian`); the sizes
-            come from the folder, `name`'s config gives the training recipe.
         **overrides: config fields to change (`zoo.config(name).__dataclass_fields__`).
 
     Returns:
@@ -296,35 +300,23 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
 
 def weights_overrides(name, weights, overrides):
     """The config overrides `get(name, weights=weights, **overrides)` builds with: the
-    file's architecture fields and fine-tuning recipe under `overrides`.
-
-    ViT checkpoints: the user's `overrides` win (a new head, another image
-    size). A folder the family imports (the Transformer's Marian folders): its
-    sizes and special ids are fixed; an override that contradicts one raises a
-    `ValueError` naming the field (dropout rates and the recipe may change).
+    file's architecture fields and fine-tuning recipe under `overrides`, which win
+    (ViT); a folder the family imports fixes its fields, and an override that
+    contradicts one raises a `ValueError` naming the field (Transformer, `zoo.marian`).
     """
     import_config = _family_attr(_entry(name).config, "import_config")
     if import_config is None:
         return _read_weights(name, weights, overrides)[1]
-    base = _entry(name).config
+    base = _checked_fields(name, overrides)
     imported = import_config(weights, base, **overrides)
     return {field.name: getattr(imported, field.name) for field in dataclasses.fields(base)
             if field.name in overrides
             or getattr(imported, field.name) != getattr(base, field.name)}
 
 
-def imports_weights(name):
-    """Whether `name`'s family builds its model from a pretrained folder (`import_weights`)."""
-    return _family_attr(_entry(name).config, "import_weights") is not None
-
-
-def imported_tokenizers(name, weights):
-    """The `(source, target)` tokenizers of a folder that `name`'s family imports."""
-    read = _family_attr(_entry(name).config, "import_tokenizers")
-    if read is None:
-        raise ValueError(f"Model {name!r} ({_entry(name).family}) takes no tokenizers from "
-                         f"`weights`; received {weights!r}.")
-    return read(weights)
+def family(name):
+    """The `Family` of `name`'s config (recipe, search space, weights hooks), or None."""
+    return _FAMILIES.get(type(_entry(name).config))
 
 
 def _read_weights(name, weights, overrides):
@@ -410,8 +402,6 @@ __all__ = [
     "describe",
     "entry",
     "get",
-    "imported_tokenizers",
-    "imports_weights",
     "list",
     "register",
     "register_family",

@@ -30,11 +30,20 @@ from zoo.export import special_ids
 
 def is_imported(name, weights):
     """Whether a new run of `name` from `weights` fine-tunes a model its family imports."""
-    return weights is not None and registry.imports_weights(name)
+    family = registry.family(name)
+    return weights is not None and family is not None and family.import_weights is not None
 
 
-def check_options(options):
-    """Refuse, in one line, the options an imported model's own tokenizers rule out."""
+def check_options(options, fine_tuning):
+    """Refuse, in one line, the options a new run's tokenizers rule out: a learned kind
+    for an imported model (`fine_tuning`), the imported kind for any other."""
+    if not fine_tuning:
+        if options.tokenizer == tokenizers.IMPORTED:
+            raise ValueError(
+                f"tokenizer={options.tokenizer!r} comes with weights=A_MARIAN_FOLDER (its own "
+                f"tokenizers); to learn one, choose {' or '.join(tokenizers.TOKENIZERS)}"
+            )
+        return
     if options.tokenizer not in (None, tokenizers.IMPORTED):
         raise ValueError(
             f"tokenizer={options.tokenizer!r} cannot be used with weights={options.weights!r}: "
@@ -55,7 +64,7 @@ def training_section(section):
 
 def folder_tokenizers(name, weights):
     """`(source, target)`: the tokenizers of the folder, as `zoo.marian.load_tokenizers` reads them."""
-    return registry.imported_tokenizers(name, weights)
+    return registry.family(name).import_tokenizers(weights)
 
 
 def decoding_options(target_tokenizer, alpha=None):

@@ -161,10 +161,9 @@ class _Plan:
 
 def _new_plan(name, data, run_dir, strategy, user_overrides, options):
     """What a new run trains: checked, with the overrides and options its weights imply."""
-    fine_tuning = imported.is_imported(name, options.weights)
-    if fine_tuning:  # the folder's sizes, tokenizers and special ids
-        imported.check_options(options)
-    elif options.weights is not None:  # the file's architecture and fine-tuning recipe
+    fine_tuning = imported.is_imported(name, options.weights)  # the folder's sizes, tokenizers
+    imported.check_options(options, fine_tuning)
+    if not fine_tuning and options.weights is not None:  # the file's architecture and recipe
         from_file = registry.weights_overrides(name, options.weights, user_overrides)
         # The data decides the class count: a new head when it differs from the file's.
         user_overrides = {key: value for key, value in from_file.items()
