@@ -40,7 +40,7 @@ def check_options(options, fine_tuning):
     if not fine_tuning:
         if options.tokenizer == tokenizers.IMPORTED:
             raise ValueError(
-                f"tokenizer={options.tokenizer!r} comes with weights=A_MARIAN_FOLDER (its own "
+                f"tokenizer={options.tokenizer!r} comes with a Marian folder as weights (its own "
                 f"tokenizers); to learn one, choose {' or '.join(tokenizers.TOKENIZERS)}"
             )
         return

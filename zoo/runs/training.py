@@ -37,6 +37,7 @@ from zoo.preparation import (
 )
 from zoo.progress import say
 from zoo.runs import imported
+from zoo.runs.callbacks import has_backup
 from zoo.runs.fitting import finish, fit
 from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
 from zoo.runs.rundir import (
@@ -242,8 +243,9 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     else:
         model_config = model_config_for(plan.name, plan.overrides, kind, data, tokenizer_pair, training,
                                         steps_per_epoch, weights=plan.imported_from)
-    # Pretrained weights at the start only: a resumed run restores its own.
-    weights = None if plan.saved else training.get("weights")
+    # Pretrained weights at the start: a resumed run restores its own from the backup (none
+    # yet if it was killed before its first epoch ended: then it starts from them again).
+    weights = None if plan.saved and has_backup(run_dir) else training.get("weights")
     model = registry.get(plan.name, strategy=strategy, weights=weights, **model_config)
     if not plan.saved:
         placement = {"strategy": strategy_name, "num_replicas": strategy.num_replicas_in_sync,
