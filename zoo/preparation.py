@@ -314,7 +314,7 @@ def model_config_for(name, overrides, kind, data, tokenizers, training, steps_pe
 
     `training` holds `epochs`, `max_steps`, `separate_vocabularies` and `jit` (a
     run's options): `decay_steps` lasts the training, `jit` sets `jit_compile`.
-    With `weights`, a folder the family imports (`registry.imports_weights`),
+    With `weights`, a folder the family imports (`registry.family(name)`),
     the folder gives the sizes and the vocabularies (its tokenizers fit them
     already) instead of the registry defaults and the tokenizers.
     """
