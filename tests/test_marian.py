@@ -249,26 +249,194 @@ def test_export_serves_the_reference_strings(imported, references, tmp_path):
 
 
 # === Fine-tuning with the folder's own tokenizers ===
+# fine_tuning.npz / .json: Hugging Face's batch for FINE_TUNING_PAIRS (tokenizer(sources,
+# text_target=targets), shift_tokens_right), its teacher-forced logits and losses.
 
 
-def test_fine_tuning_uses_marians_ids(imported, tmp_path):
+@pytest.fixture(scope="module")
+def fine_tuning():
+    arrays = dict(np.load(FOLDER / "fine_tuning.npz"))
+    return {**arrays, **json.loads((FOLDER / "fine_tuning.json").read_text(encoding="utf-8"))}
+
+
+def smoothed_loss(logits, labels, pad, smoothing):
+    """The recipe's loss in numpy: label-smoothed cross-entropy, mean over non-pad labels."""
+    log_p = logits - logits.max(-1, keepdims=True)
+    log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))  # (B, T, V)
+    chosen = np.take_along_axis(log_p, labels[..., None], -1)[..., 0]  # (B, T)
+    per_token = -(1 - smoothing) * chosen - smoothing * log_p.mean(-1)
+    real = labels != pad
+    return float(per_token[real].sum() / real.sum())
+
+
+def test_data_path_encodes_like_hugging_face(imported, fine_tuning):
+    """The pipeline's batch, and the imported model's logits on it, are Hugging Face's."""
     from zoo import pipeline
 
-    _, source, target = imported
-    model = zoo.get("transformer-base", weights=FOLDER, dropout=0.0)
-    pairs = [("The cat sees the old house.", "Die Katze sieht das alte Haus."),
-             ("Hello, World.", "Hallo, Welt.")] * 4
-    dataset = pipeline.make_translation_dataset(pairs, source, target, batch_size=4,
-                                                max_length=32, shuffle=False)
+    model, source, target = imported
+    pairs = [tuple(pair) for pair in fine_tuning["pairs"]]
+    dataset = pipeline.make_translation_dataset(pairs, source, target, batch_size=len(pairs),
+                                                max_length=64, shuffle=False)
     inputs, labels = next(iter(dataset))
-    pad, end = target.pad_id, target.end_id
-    assert np.all(inputs["target"].numpy()[:, 0] == target.start_id)
-    assert all(end in row for row in labels.numpy().tolist())
-    assert inputs["source"].numpy()[1].tolist()[-1] == pad  # "Hello, World." is shorter
-    before = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
-    model.fit(dataset, epochs=3, verbose=0)
-    after = model.evaluate(dataset, verbose=0, return_dict=True)["loss"]
-    assert np.isfinite(before) and after < before
+    pad = target.pad_id
+    real = fine_tuning["labels"] != pad  # HF's decoder input also has </s> after the end
+    np.testing.assert_array_equal(inputs["source"], fine_tuning["input_ids"])  # x + </s>, <pad>
+    np.testing.assert_array_equal(labels, fine_tuning["labels"])  # y + </s>, <pad>
+    np.testing.assert_array_equal(inputs["target"].numpy()[real],  # <pad> + y
+                                  fine_tuning["decoder_input_ids"][real])
+    logits = model(inputs).numpy()
+    np.testing.assert_allclose(logits[real], fine_tuning["logits"][real], atol=1e-4)
+    # The numpy loss reproduces Hugging Face's own, and the model's compiled loss is it.
+    assert smoothed_loss(fine_tuning["logits"], fine_tuning["labels"], pad, 0.0) == pytest.approx(
+        fine_tuning["loss"], abs=1e-5)
+    compiled = zoo.get("transformer-base", weights=FOLDER, label_smoothing=0.0)
+    assert float(compiled.compute_loss(y=labels, y_pred=logits)) == pytest.approx(
+        fine_tuning["loss"], abs=1e-4)
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Raises at the start of `epoch`, as a kill would stop the process there."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt
+
+
+class WeightsAtStart(keras.callbacks.Callback):
+    """Keeps the weights the model starts `fit` with (after the backup's restore)."""
+
+    def on_train_begin(self, logs=None):
+        self.weights = [w.copy() for w in self.model.get_weights()]
+
+
+PAIR = 2  # the fine-tuning pair the training file repeats (every batch is the same)
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(tmp_path_factory, fine_tuning):
+    """`zoo train transformer-base --weights FOLDER --data tsv:...`, killed before its first
+    epoch (no backup yet), resumed, killed after epoch 1, resumed: `(run directory, result
+    of the last call, weights it resumed from, weights of last.keras when it was killed)`."""
+    from zoo import runs
+
+    tmp = tmp_path_factory.mktemp("fine_tuning")
+    pairs = fine_tuning["pairs"]
+    (tmp / "train.tsv").write_text(("\t".join(pairs[PAIR]) + "\n") * 8, encoding="utf-8")
+    (tmp / "test.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8")
+    out = tmp / "run"
+    arguments = dict(weights=str(FOLDER), test_path=str(tmp / "test.tsv"), epochs=2,
+                     batch_size=8, val_ratio=0, overrides={"dropout": 0.0, "warmup_steps": 100})
+    for data, epoch in ((f"tsv:{tmp / 'train.tsv'}", 0), (None, 1)):
+        with pytest.raises(KeyboardInterrupt):
+            runs.train("transformer-base", data, out, verbose=0, quiet=True,
+                       callbacks=[Interrupt(epoch)], **(arguments if data else {}))
+    after_epoch_1 = keras.saving.load_model(out / "checkpoints/last.keras").get_weights()
+    start = WeightsAtStart()
+    resumed = runs.train("transformer-base", None, out, verbose=0, quiet=True, callbacks=[start])
+    return out, resumed, start.weights, after_epoch_1
+
+
+def test_fine_tuning_run_starts_from_the_reference_and_resumes(fine_tuned, fine_tuning):
+    from zoo import runs
+
+    out, resumed, start, after_epoch_1 = fine_tuned
+    config = json.loads((out / "config.json").read_text())
+    assert config["training"]["weights"] == str(FOLDER)
+    assert config["training"]["tokenizer"] == "marian"
+    assert config["overrides"] == {"dropout": 0.0, "warmup_steps": 100}
+    fields = {key: config["model_config"][key] for key in ("d_model", "vocabulary_size",
+                                                           "pad_id", "start_id", "end_id")}
+    assert fields == {"d_model": 32, "vocabulary_size": 110, "pad_id": 109, "start_id": 109,
+                      "end_id": 0}
+    source, target = runs.load_tokenizers(out)
+    assert (tokenizers.kind(source), tokenizers.kind(target)) == ("marian", "marian")
+    assert target.special_ids == {"pad": 109, "start": 109, "end": 0, "unk": 1}
+    # The first step's loss (one batch of one repeated pair, before any update) is the
+    # recipe's loss (label smoothing 0.1) on Hugging Face's logits for that pair: the run
+    # killed before its first epoch started again from the folder's weights.
+    rows = runs.read_history(out / "history.csv")
+    first = smoothed_loss(fine_tuning["logits"][PAIR:PAIR + 1],
+                          fine_tuning["labels"][PAIR:PAIR + 1], 109, 0.1)
+    assert rows[0]["loss"] == pytest.approx(first, abs=1e-4)
+    assert rows[1]["loss"] < rows[0]["loss"]  # it learns
+    # Resumed from epoch 1 with epoch 1's weights and the saved tokenizers.
+    assert resumed.initial_epoch == 1 and resumed.epochs == 2 and [r["epoch"] for r in rows] == [0, 1]
+    assert resumed.summary["steps"] == 2
+    for a, b in zip(start, after_epoch_1):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fine_tuned_run_evaluates_predicts_and_exports(fine_tuned, fine_tuning, references,
+                                                       tmp_path):
+    from zoo import runs
+
+    out = fine_tuned[0]
+    pairs = fine_tuning["pairs"]
+    metrics = runs.evaluate(out, beam_size=1, limit=2, quiet=True)  # beam: translate, below
+    assert metrics["num_examples"] == 2 and 0 <= metrics["greedy"]["bleu"] <= 100
+    assert metrics["references"] == "canonical form of the target tokenizer (cased)"
+    assert [e["reference"] for e in metrics["examples"]] == [t for _, t in pairs[:2]]  # cased
+    assert json.loads((out / "metrics.json").read_text())["greedy"] == metrics["greedy"]
+    # A copy of the run holding the imported weights decodes as Hugging Face's generate.
+    copy = tmp_path / "reference_run"
+    shutil.copytree(out, copy)
+    model = zoo.get("transformer-base", weights=FOLDER, compile=False)
+    for name in ("best", "last"):
+        model.save(copy / "checkpoints" / f"{name}.keras")
+    sentences = references["sentences"]
+    greedy = runs.predict(copy, sentences, beam_size=1)
+    assert [r["translation"] for r in greedy] == references["greedy_text"]
+    # Beam search by default as generate(num_beams=4) does: its penalty, alpha 1.0, forced </s>.
+    beam = runs.translate(copy, sentences, beam_size=4, max_length=references["max_new_tokens"])
+    assert beam == references["beam_text"]
+    path = runs.export_run(copy, to=tmp_path / "export", max_length=references["max_new_tokens"],
+                           quiet=True)
+    metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
+    assert (metadata["length_penalty"], metadata["alpha"], metadata["force_end"]) == ("hf", 1.0, True)
+    assert metadata["special_ids"] == {"pad": 109, "start": 109, "end": 0}
+    assert metadata["max_length"] == references["max_new_tokens"]
+    # (test_export_serves_the_reference_strings serves such an export's strings.)
+
+
+@pytest.mark.parametrize("name, extra, message", [
+    ("seq2seq-bahdanau-small", {}, r"\(seq2seq\) cannot load `weights`"),
+    ("vit-tiny", {}, r"not a Hugging Face ViT checkpoint"),
+    ("transformer-base", {"overrides": {"d_model": 64}},
+     r"d_model=64 differs from .*config\.json's d_model=32"),
+    ("transformer-base", {"overrides": {"pad_id": 0}}, r"pad_id=0 differs"),
+    ("transformer-base", {"overrides": {"colour": 1}}, r"Unknown field\(s\) colour"),
+    ("transformer-base", {"tokenizer": "wordpiece"}, r"tokenizer='wordpiece' cannot be used"),
+    ("transformer-base", {"separate_vocabularies": False}, r"separate_vocabularies=False"),
+    ("transformer-tiny", {"weights": None, "tokenizer": "marian"}, r"tokenizer='marian' comes with"),
+])
+def test_bad_fine_tuning_combinations_are_refused_in_one_line(tmp_path, name, extra, message):
+    from zoo import runs
+
+    (tmp_path / "pairs.tsv").write_text("Hello, World.\tHallo, Welt.\n", encoding="utf-8")
+    extra = {"weights": str(FOLDER), **extra}
+    with pytest.raises(ValueError, match=message) as caught:
+        runs.train(name, f"tsv:{tmp_path / 'pairs.tsv'}", tmp_path / "run", quiet=True, **extra)
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "run").exists()  # refused before any work
+
+
+def test_cli_fine_tuning_refuses_a_contradicting_set_in_one_line(imported, tmp_path, capsys):
+    from zoo import cli
+
+    (tmp_path / "pairs.tsv").write_text("Hello, World.\tHallo, Welt.\n", encoding="utf-8")
+    code = cli.main(["train", "transformer-base", "--weights", str(FOLDER), "--data",
+                     f"tsv:{tmp_path / 'pairs.tsv'}", "--set", "num_heads=8",
+                     "--out", str(tmp_path / "run")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in error
+    assert error.startswith("zoo train: error: num_heads=8 differs from") and "num_heads=4" in error
+    described = zoo.describe("transformer-base", weights=FOLDER)
+    assert described.config.d_model == 32
+    assert described.num_params == imported[0].count_params()
 
 
 # === pytorch_model.bin, read without torch ===

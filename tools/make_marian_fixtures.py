@@ -17,14 +17,28 @@ folder layout of an OPUS-MT checkpoint (`config.json`, `model.safetensors`,
     beam_ids                    generate(num_beams=4, length_penalty=LENGTH_PENALTY), (B, 1 + L)
     greedy_text, beam_text      batch_decode(skip_special_tokens=True)
 
+and, for fine-tuning (`fine_tuning.npz` / `fine_tuning.json`), a batch of
+FINE_TUNING_PAIRS as Hugging Face trains on it: `tokenizer(sources,
+text_target=targets, padding=True)`, the decoder input
+`shift_tokens_right(labels)`, the teacher-forced logits and the
+cross-entropy losses over the non-padding labels (per pair and for the
+batch: a token-level mean). `--fine-tuning-only` writes these two files
+alone, for an existing folder.
+
 With `--full-size` it also builds a random MarianMTModel of transformer-base
 sizes (OPUS-MT's: 6+6 layers, d_model 512, 8 heads, d_ff 2048, vocabulary
 58101), saves it, imports it with `zoo.marian.import_folder` (through the
-project's Python, `--project-python`) and compares the parameter counts.
+project's Python, `--project-python`) and compares the parameter counts
+and the logits. Its output (torch 2.14.1, transformers 5.24.0, 2026-11-25):
+
+    full size: Hugging Face parameters without the fixed sinusoidal tables
+    + final_logits_bias = 73,944,309; zoo import = 73,944,309; equal; logits
+    max |difference| 1.91e-06 (2 x 7 targets, 2 x 12 sources)
 
 Needs torch, transformers and sentencepiece (the `fixtures` extra); no network.
 
     python tools/make_marian_fixtures.py [--out tests/fixtures/marian_tiny] [--full-size]
+                                         [--fine-tuning-only]
 """
 
 import argparse
@@ -56,6 +70,12 @@ SOURCE_TEXT, TARGET_TEXT = zip(*[
     for s, ts in _SUBJECTS for v, tv in _VERBS for o, to in _OBJECTS for e, te in _ENDINGS
 ] + [("Where is the station? Hello, World. Hello, friends.", "Wo ist der Bahnhof? Hallo, Welt. Hallo, Freunde.")])
 DROPPED_PIECE = "▁friends"  # in source.spm, left out of vocab.json: Marian maps it to <unk>
+FINE_TUNING_PAIRS = [
+    ("The cat sees the old house.", "Die Katze sieht das alte Haus."),
+    ("Hello, World.", "Hallo, Welt."),
+    ("Mary likes green apples, but not red flowers!", "Maria mag gruene Aepfel, aber nicht rote Blumen!"),
+    ("Where is the station?", "Wo ist der Bahnhof?"),
+]
 LENGTH_PENALTY = 1.0
 MAX_NEW_TOKENS = 30  # more than the longest source (the export cuts sources at max_length - 1)
 INIT_STD = 0.1
@@ -192,6 +212,37 @@ def references(folder):
     return arrays, texts, margin
 
 
+def fine_tuning_references(folder):
+    """Hugging Face's batch, logits and losses for FINE_TUNING_PAIRS (see the module docstring)."""
+    import torch
+    from transformers import MarianMTModel, MarianTokenizer
+    from transformers.models.marian.modeling_marian import shift_tokens_right
+
+    tokenizer = MarianTokenizer.from_pretrained(folder)
+    model = MarianMTModel.from_pretrained(folder).eval()
+    sources, targets = (list(side) for side in zip(*FINE_TUNING_PAIRS))
+    batch = tokenizer(sources, text_target=targets, return_tensors="pt", padding=True)
+    pad = model.config.pad_token_id
+    labels = batch["labels"]
+    decoder_input_ids = shift_tokens_right(labels, pad, model.config.decoder_start_token_id)
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       decoder_input_ids=decoder_input_ids).logits
+        ignored = labels.masked_fill(labels == pad, -100)
+        batch_loss = float(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                 labels=ignored).loss)
+        per_pair = [float(torch.nn.functional.cross_entropy(row_logits, row_labels, ignore_index=-100))
+                    for row_logits, row_labels in zip(logits, ignored)]
+    arrays = dict(input_ids=batch["input_ids"].numpy(), labels=labels.numpy(),
+                  decoder_input_ids=decoder_input_ids.numpy(), logits=logits.numpy())
+    texts = dict(pairs=FINE_TUNING_PAIRS, loss=batch_loss, pair_losses=per_pair,
+                 target_pieces=[tokenizer.convert_ids_to_tokens(row) for row in labels.tolist()])
+    np.savez_compressed(pathlib.Path(folder) / "fine_tuning.npz", **arrays)
+    (pathlib.Path(folder) / "fine_tuning.json").write_text(
+        json.dumps(texts, indent=2, ensure_ascii=False) + "\n")
+    print(f"fine-tuning batch {tuple(labels.shape)}: loss {batch_loss:.6f}, per pair {per_pair}")
+
+
 def full_size_check(project_python):
     """Import a full-size random Marian folder; compare parameter counts and logits."""
     import torch
@@ -233,7 +284,12 @@ def main(argv=None):
     parser.add_argument("--out", type=pathlib.Path, default=root / "tests/fixtures/marian_tiny")
     parser.add_argument("--full-size", action="store_true")
     parser.add_argument("--project-python", default=str(root / ".venv/bin/python"))
+    parser.add_argument("--fine-tuning-only", action="store_true",
+                        help="write fine_tuning.npz/.json alone, for the folder in --out")
     args = parser.parse_args(argv)
+    if args.fine_tuning_only:
+        fine_tuning_references(args.out)
+        return
     for seed in range(20):  # the first model whose greedy choices are clear-cut
         build_folder(args.out, "tiny", seed, end_bias=2.0)
         arrays, texts, margin = references(args.out)
@@ -255,6 +311,7 @@ def main(argv=None):
           f"batch {arrays['input_ids'].shape}, smallest top-1/top-2 log-prob gap {margin:.4f}")
     for name in ("greedy_text", "beam_text"):
         print(f"{name}: {texts[name]}")
+    fine_tuning_references(args.out)
     if args.full_size and not full_size_check(args.project_python):
         sys.exit(1)
 

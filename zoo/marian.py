@@ -11,6 +11,8 @@ swish feed-forward activations, sinusoidal positions in [sin | cos] halves,
 
     model, source_tokenizer, target_tokenizer = zoo.marian.import_folder(folder)
     model = zoo.get("transformer-base", weights=folder)  # the same model, compiled
+    # Fine-tuning on a TSV with the folder's own tokenizers (`zoo.runs.imported`):
+    #   zoo train transformer-base --weights FOLDER --data tsv:PAIRS.tsv
 
 Weight layout (Hugging Face -> zoo; torch `Linear` weights are `(out, in)`):
 
@@ -320,14 +322,7 @@ def import_folder(folder, **overrides):
         FolderError (a ValueError) or FileNotFoundError, one line naming the file or field.
     """
     source_tokenizer, target_tokenizer = load_tokenizers(folder)
-    model, config = build_model(folder, **overrides)
-    for side, tokenizer, size in (("source", source_tokenizer, config.source_vocab),
-                                  ("target", target_tokenizer, config.target_vocab)):
-        if tokenizer.vocab_size > size:
-            raise FolderError(
-                f"{tokenizer.vocab_file}: {tokenizer.vocab_size} ids, but config.json's "
-                f"{side} vocabulary has {size}"
-            )
+    model, _ = build_model(folder, **overrides)
     return model, source_tokenizer, target_tokenizer
 
 
@@ -349,20 +344,38 @@ def export_folder(folder, path, version=None, **export_options):
 
 
 def load_tokenizers(folder):
-    """`(source, target)` tokenizers of a Hugging Face Marian folder (its config.json gives the ids)."""
+    """`(source, target)` tokenizers of a Hugging Face Marian folder (its config.json gives the ids).
+
+    Two `zoo.marian_tokenizer.MarianTokenizer`s (`source.spm` and `target.spm`,
+    ids from `vocab.json`, or `target_vocab.json` for the target when the
+    vocabularies are separate), each checked to fit config.json's vocabulary.
+    """
     folder = pathlib.Path(folder)
     config = read_config(folder)
+    fields = transformer_fields(config)
     separate = not config.get("share_encoder_decoder_embeddings", True)
-    source_vocab = marian_tokenizer.read_vocab(folder / marian_tokenizer.VOCAB_FILENAME)
-    target_vocab = marian_tokenizer.read_vocab(folder / "target_vocab.json") if separate else source_vocab
     ids = dict(pad_id=config["pad_token_id"], end_id=config["eos_token_id"],
                start_id=config.get("decoder_start_token_id", config["pad_token_id"]))
-    source = marian_tokenizer.MarianTokenizer(folder / "source.spm", source_vocab, **ids, name="source_tokenizer")
-    target = marian_tokenizer.MarianTokenizer(folder / "target.spm", target_vocab, **ids, name="target_tokenizer")
-    source.vocab_file = str(folder / marian_tokenizer.VOCAB_FILENAME)
-    target.vocab_file = str(folder / ("target_vocab.json" if separate else marian_tokenizer.VOCAB_FILENAME))
-    return source, target
+    sides = (("source", "source.spm", marian_tokenizer.VOCAB_FILENAME,
+              fields["source_vocabulary_size"] or fields["vocabulary_size"]),
+             ("target", "target.spm", "target_vocab.json" if separate else marian_tokenizer.VOCAB_FILENAME,
+              fields["target_vocabulary_size"] or fields["vocabulary_size"]))
+    vocabularies = {}
+    tokenizers = []
+    for side, model_file, vocab_file, size in sides:
+        if vocab_file not in vocabularies:
+            vocabularies[vocab_file] = marian_tokenizer.read_vocab(folder / vocab_file)
+        tokenizer = marian_tokenizer.MarianTokenizer(
+            folder / model_file, vocabularies[vocab_file], **ids, name=f"{side}_tokenizer")
+        tokenizer.vocab_file = str(folder / vocab_file)
+        if tokenizer.vocab_size > size:
+            raise FolderError(f"{tokenizer.vocab_file}: {tokenizer.vocab_size} ids, but "
+                              f"config.json's {side} vocabulary has {size}")
+        tokenizers.append(tokenizer)
+    return tuple(tokenizers)
 
 
-# `zoo.get("transformer-base", weights=FOLDER)` builds the model from the folder.
-registry.register_weights(TransformerConfig, import_weights=build_model)
+# `zoo.get("transformer-base", weights=FOLDER)` builds the model from the folder; `zoo train
+# transformer-base --weights FOLDER` fine-tunes it with the folder's tokenizers.
+registry.register_weights(TransformerConfig, import_weights=build_model,
+                          import_config=transformer_config, import_tokenizers=load_tokenizers)

@@ -25,8 +25,9 @@ Elements: `({"source": int32 (B, S), "target": int32 (B, T)}, labels int32
 
 A target tokenizer with its own `special_ids` (an imported Marian model's,
 `zoo.marian_tokenizer`) replaces `[START]`, `[END]` and the padding by its
-ids: for OPUS-MT, `target = [<pad>] + y`, `labels = y + [</s>]`, padded
-with `<pad>` (the model's `pad_id`, which its loss ignores).
+ids: for OPUS-MT, `source = x + [</s>]` (the source tokenizer's end id),
+`target = [<pad>] + y`, `labels = y + [</s>]`, padded with `<pad>` (the
+model's `pad_id`, which its loss ignores).
 """
 
 import tensorflow as tf
@@ -179,6 +180,7 @@ def _special_ids(target_tokenizer):
 def _teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_length,
                      tokenize_batch_size):
     """String pairs -> `(source, target, labels)` int32 rows, tokenized in batches."""
+    source_end = (getattr(source_tokenizer, "special_ids", None) or {}).get("end", END_ID)
 
     def encode(source_text, target_text):  # (b,) strings each
         words = target_tokenizer.tokenize(target_text)[:, : max_length - 1]  # (b, (T-1))
@@ -187,7 +189,7 @@ def _teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_lengt
         start = tf.fill([rows, 1], tf.constant(ids["start"], tf.int32))
         end = tf.fill([rows, 1], tf.constant(ids["end"], tf.int32))
         return (
-            encode_sources(source_tokenizer, source_text, max_length),  # (b, (S))
+            encode_sources(source_tokenizer, source_text, max_length, source_end),  # (b, (S))
             tf.concat([start, words], axis=1),  # (b, (T))
             tf.concat([words, end], axis=1),  # (b, (T))
         )

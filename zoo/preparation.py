@@ -308,20 +308,27 @@ def config_from_data(config, kind, data, tokenizers=None, *, separate_vocabulari
     return {key: value for key, value in derived.items() if key in config}
 
 
-def model_config_for(name, overrides, kind, data, tokenizers, training, steps_per_epoch):
+def model_config_for(name, overrides, kind, data, tokenizers, training, steps_per_epoch,
+                     weights=None):
     """The full config dict: registry defaults < overrides < what the data dictates.
 
     `training` holds `epochs`, `max_steps`, `separate_vocabularies` and `jit` (a
     run's options): `decay_steps` lasts the training, `jit` sets `jit_compile`.
+    With `weights`, a folder the family imports (`registry.family(name)`),
+    the folder gives the sizes and the vocabularies (its tokenizers fit them
+    already) instead of the registry defaults and the tokenizers.
     """
-    base = dataclasses.asdict(registry.config(name, **overrides))
+    base = dataclasses.asdict(registry.config(name, weights=weights, **overrides))
     total = training["epochs"] * steps_per_epoch
     if training["max_steps"]:
         total = min(total, training["max_steps"])
-    base.update(config_from_data(
+    derived = config_from_data(
         base, kind, data, tokenizers, separate_vocabularies=training["separate_vocabularies"],
         overrides=overrides, total_steps=total,
-    ))
+    )
+    if weights is not None:
+        derived = {key: value for key, value in derived.items() if "vocabulary_size" not in key}
+    base.update(derived)
     if training["jit"] is not None and "jit_compile" in base:
         base["jit_compile"] = bool(training["jit"])
     return base

@@ -30,6 +30,8 @@ class Family:
     search_space: Callable | None = None
     read_weights: Callable | None = None
     import_weights: Callable | None = None
+    import_config: Callable | None = None
+    import_tokenizers: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +88,17 @@ def register_family(config_class, name, compile_fn=None, search_space=None, read
     the checkpoint has `overrides(user_overrides) -> config overrides` and
     `load_into(model, config, name)` (ViT, `zoo.vit_checkpoints.Checkpoint`).
     `import_weights(path, base_config, **overrides) -> (model, config)`: the
-    family builds the model from the folder itself (Transformer, `zoo.marian`).
+    family builds the model from the folder itself (Transformer, `zoo.marian`);
+    then `import_config(path, base_config, **overrides) -> config` reads the
+    config alone, and `import_tokenizers(path) -> (source, target)` gives the
+    folder's own tokenizers (what fine-tuning such a model trains with).
     """
     _FAMILIES[config_class] = Family(name, compile_fn, search_space, read_weights, import_weights)
 
 
-def register_weights(config_class, read_weights=None, import_weights=None):
-    """Give a registered family its pretrained-weights hook (see `register_family`).
+def register_weights(config_class, read_weights=None, import_weights=None, import_config=None,
+                     import_tokenizers=None):
+    """Give a registered family its pretrained-weights hooks (see `register_family`).
 
     The modules that read checkpoints sit above the families (they build
     the family's models), so they register themselves: `zoo.vit_pretrained`
@@ -104,6 +110,8 @@ def register_weights(config_class, read_weights=None, import_weights=None):
     _FAMILIES[config_class] = dataclasses.replace(
         family, read_weights=read_weights or family.read_weights,
         import_weights=import_weights or family.import_weights,
+        import_config=import_config or family.import_config,
+        import_tokenizers=import_tokenizers or family.import_tokenizers,
     )
 
 
@@ -212,7 +220,12 @@ def config(name, *, weights=None, **overrides):
     under `overrides`.
     """
     if weights is not None:
-        _, overrides = _read_weights(name, weights, overrides)
+        overrides = weights_overrides(name, weights, overrides)
+    return dataclasses.replace(_checked_fields(name, overrides), **overrides)
+
+
+def _checked_fields(name, overrides):
+    """`name`'s default config, after checking that `overrides` names only its fields."""
     base = _entry(name).config
     fields = [f.name for f in dataclasses.fields(base)]
     unknown = sorted(set(overrides) - set(fields))
@@ -221,7 +234,7 @@ def config(name, *, weights=None, **overrides):
             f"Unknown field(s) {', '.join(unknown)} for model {name!r}. "
             f"Valid fields: {', '.join(fields)}."
         )
-    return dataclasses.replace(base, **overrides)
+    return base
 
 
 def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noqa: A002
@@ -234,14 +247,13 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             The file sets the config fields it implies and the family's
             fine-tuning recipe; `overrides` still win (e.g. `image_size=384`
             resamples the position embeddings, `num_classes=K` makes a new head).
+            Or a folder the family imports (Transformer: a Hugging Face Marian /
+            OPUS-MT folder, `zoo.marian`): the sizes come from the folder.
         strategy: a `tf.distribute.Strategy` or a name of
             `zoo.distribute.STRATEGIES` (`"mirrored"`, ...); the model and its
             optimizer are created inside its scope, and `model.fit` then
             distributes its dataset over the replicas (see `zoo.distribute`).
         compile: compile with the family's training recipe.
-        weights: a folder of pretrained weights the family imports (Transformer:
-            a Hugging Face Marian / OPUS-MT folder, `zoo.marian`); the sizes
-            come from the folder, `name`'s config gives the training recipe.
         **overrides: config fields to change (`zoo.config(name).__dataclass_fields__`).
 
     Returns:
@@ -288,18 +300,23 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
 
 def weights_overrides(name, weights, overrides):
     """The config overrides `get(name, weights=weights, **overrides)` builds with: the
-    file's architecture fields and fine-tuning recipe under `overrides` (which win).
-
-    For the families whose checkpoints load into their own models (the ViT);
-    a family that builds its model from a folder (the Transformer's Marian
-    import) is refused with one line: use `zoo.marian` for those.
+    file's architecture fields and fine-tuning recipe under `overrides`, which win
+    (ViT); a folder the family imports fixes its fields, and an override that
+    contradicts one raises a `ValueError` naming the field (Transformer, `zoo.marian`).
     """
-    if _family_attr(_entry(name).config, "import_weights") is not None:
-        raise ValueError(
-            f"training {name!r} from `weights` is not supported by `zoo train` yet; import the "
-            "folder with `zoo import` (serving) or `zoo.marian.import_folder` (Python, fine-tuning)"
-        )
-    return _read_weights(name, weights, overrides)[1]
+    import_config = _family_attr(_entry(name).config, "import_config")
+    if import_config is None:
+        return _read_weights(name, weights, overrides)[1]
+    base = _checked_fields(name, overrides)
+    imported = import_config(weights, base, **overrides)
+    return {field.name: getattr(imported, field.name) for field in dataclasses.fields(base)
+            if field.name in overrides
+            or getattr(imported, field.name) != getattr(base, field.name)}
+
+
+def family(name):
+    """The `Family` of `name`'s config (recipe, search space, weights hooks), or None."""
+    return _FAMILIES.get(type(_entry(name).config))
 
 
 def _read_weights(name, weights, overrides):

@@ -23,11 +23,14 @@ from zoo.sentencepiece_tokenizer import SentencePieceTokenizer
 
 TOKENIZERS = ("sentencepiece", "wordpiece")
 DEFAULT = "sentencepiece"
+IMPORTED = "marian"  # loaded with an imported model's folder, never learned
 
 
-def check_name(name):
-    if name not in TOKENIZERS:
-        raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}; received {name!r}")
+def check_name(name, imported=False):
+    """`name` if it is a tokenizer kind that can be learned (or, with `imported`, `"marian"`)."""
+    known = TOKENIZERS + ((IMPORTED,) if imported else ())
+    if name not in known:
+        raise ValueError(f"tokenizer must be one of {', '.join(known)}; received {name!r}")
     return name
 
 
@@ -39,7 +42,9 @@ def learn(name, sentences, vocab_size, progress=False):
 
 
 def kind(tokenizer):
-    """`"sentencepiece"` or `"wordpiece"` for a tokenizer object."""
+    """`"sentencepiece"`, `"wordpiece"` or `"marian"` for a tokenizer object."""
+    if isinstance(tokenizer, MarianTokenizer):
+        return IMPORTED
     return "sentencepiece" if isinstance(tokenizer, SentencePieceTokenizer) else "wordpiece"
 
 
@@ -52,7 +57,7 @@ def load(directory):
         saved_type = json.loads(config_path.read_text(encoding="utf-8")).get("type", "wordpiece")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         raise ValueError(f"{config_path} is corrupt: not a JSON object") from None
-    if saved_type == "marian":  # imported with a Marian model (zoo.marian)
+    if saved_type == IMPORTED:  # imported with a Marian model (zoo.marian)
         return MarianTokenizer.load(directory)
     if check_name(saved_type) == "sentencepiece":
         return SentencePieceTokenizer.load(directory)

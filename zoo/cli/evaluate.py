@@ -50,7 +50,8 @@ def add_evaluate_parser(commands):
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--beam-size", type=positive_int, default=4,
                    help="beam width for the beam-search scores; 1 skips them (default 4)")
-    p.add_argument("--alpha", type=float, default=0.6, help="beam length penalty (default 0.6)")
+    p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
+                   "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--limit", type=positive_int, help="score only the first N test examples")
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON only")
@@ -76,7 +77,8 @@ def add_predict_parser(commands):
     p.add_argument("inputs", metavar="INPUT", nargs="+")
     p.add_argument("--beam-size", type=positive_int,
                    help="1 for greedy decoding (default: beam search of 4)")
-    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
+                   "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--top-k", type=positive_int, default=3, help="images: classes shown")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -34,7 +34,8 @@ def add_export_parser(commands):
     p.add_argument("--version", type=positive_int, help="version number (default: the next one)")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--beam-size", type=positive_int, default=4)
-    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
+                   "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--top-k", type=positive_int, default=None,
                    help="images: classes returned (default 5, or every class when fewer)")
     p.set_defaults(func=_cmd_export)

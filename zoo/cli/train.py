@@ -37,7 +37,8 @@ def add_train_parser(commands):
             "Examples:\n"
             "  zoo train transformer-tiny --data numbers --epochs 20 --out runs/numbers\n"
             "  zoo train vit-tiny --data fashion-mnist --epochs 80 --batch-size 128 --jit\n"
-            "  zoo train seq2seq-bahdanau-small --data tsv:pairs.tsv --test-ratio 0.1"
+            "  zoo train seq2seq-bahdanau-small --data tsv:pairs.tsv --test-ratio 0.1\n"
+            "  zoo train transformer-base --weights opus-mt-en-de --data tsv:pairs.tsv"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -69,7 +70,8 @@ def add_train_parser(commands):
                    help="translation: one vocabulary per language instead of a shared one")
     p.add_argument("--weights", metavar="PATH",
                    help="start from pretrained weights (ViT: Google .npz, timm .safetensors or "
-                   ".pth, a Hugging Face folder); the file sets the architecture and the "
+                   ".pth, a Hugging Face folder; Transformer: a Marian / OPUS-MT folder, "
+                   "fine-tuned with its own tokenizers); the file sets the architecture and the "
                    "fine-tuning recipe")
     p.add_argument("--tokenizer", choices=tokenizers.TOKENIZERS,
                    help="translation: sentencepiece (cased, reversible; the default for new "

@@ -8,13 +8,16 @@
 
 One module per concern: `rundir` (the run-directory format, `load_run`),
 `options` (`TrainingOptions`, the one list of training options), `callbacks`,
-`training` (`train`, resuming), `inference` (`translate`), `evaluation`,
-`exporting` and `prediction`. What a dataset spec becomes before training is
+`training` (`train`, resuming), `fitting` (`model.fit`, `summary.json`),
+`imported` (fine-tuning a model imported from a folder, with its own
+tokenizers), `inference` (`translate`), `evaluation`, `exporting` and
+`prediction`. What a dataset spec becomes before training is
 `zoo.preparation`'s, shared with `zoo.tuning`.
 """
 
 from zoo.runs.evaluation import evaluate
 from zoo.runs.exporting import export_run
+from zoo.runs.fitting import RunResult
 from zoo.runs.inference import canonical, encode_sources, translate
 from zoo.runs.options import TrainingOptions
 from zoo.runs.prediction import predict, resolve_saved_model
@@ -26,7 +29,7 @@ from zoo.runs.rundir import (
     read_config_file,
     read_history,
 )
-from zoo.runs.training import RunFinishedError, RunResult, train
+from zoo.runs.training import RunFinishedError, train
 
 __all__ = [
     "Run",

@@ -160,6 +160,11 @@ class Backup(keras.callbacks.BackupAndRestore):
                 old.unlink(missing_ok=True)
 
 
+def has_backup(run_dir):
+    """Whether `run_dir` holds a backup to restore: an epoch of the run has ended."""
+    return (pathlib.Path(run_dir) / "backup" / "training_metadata.json").is_file()
+
+
 class StopAfterSteps(keras.callbacks.Callback):
     """Stops training once `counter.steps` (a `Backup`, whose count survives a
     restart) reaches `max_steps`; place it after `counter` in the callbacks."""

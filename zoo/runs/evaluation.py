@@ -7,9 +7,10 @@ import time
 
 import numpy as np
 
-from zoo import files, metrics
+from zoo import files, metrics, tokenizers
 from zoo.preparation import load_data
 from zoo.progress import say
+from zoo.runs.imported import decoding_options
 from zoo.runs.inference import canonical, translate
 from zoo.runs.rundir import load_run
 
@@ -20,21 +21,23 @@ def scores(hypotheses, references):
             float(metrics.bleu(hypotheses, references)))
 
 
-def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=0.6, limit=None, batch_size=128,
+def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=None, limit=None, batch_size=128,
              examples=3, quiet=False, write=True, data=None):
     """Scores of a run on its held-out test split; also written to `metrics.json`.
 
     Translation: exact match (% of sentences equal to the reference) and
     corpus BLEU (sacrebleu), for greedy decoding and, with `beam_size > 1`,
     beam search. References are compared in the target tokenizer's canonical
-    form (`canonical`: Unicode-normalised and lower-cased as the tokenizer
-    does). Images: top-1 accuracy.
+    form (`canonical`: as the tokenizer writes them back; WordPiece
+    normalises and lower-cases, SentencePiece and an imported model's Marian
+    tokenizer keep case). Images: top-1 accuracy.
 
     Args:
         run_dir: a run directory.
         checkpoint: `"best"` or `"last"`.
         beam_size: beam width for the beam-search scores; 1 skips them.
-        alpha: the beam search's length penalty.
+        alpha: the beam search's length penalty; default 0.6 (GNMT's), 1.0
+            (Hugging Face's) for a model imported from a Marian folder.
         limit: score only the first `limit` test examples.
         batch_size: examples per decoding or prediction batch.
         examples: how many test examples to print (and keep in the result).
@@ -81,23 +84,28 @@ def _score_translation(run, data, *, beam_size, alpha, limit, batch_size, exampl
         raise ValueError(f"the dataset {run.config['data']['spec']!r} has no test pairs to score")
     sources = [source for source, _ in pairs]
     references = canonical(run.target_tokenizer, [target for _, target in pairs])
+    kind = tokenizers.kind(run.target_tokenizer)
     result = {
         "num_examples": len(pairs),
-        "references": "canonical form of the target tokenizer (normalised, lower-cased)",
+        "references": "canonical form of the target tokenizer ("
+        + ("normalised, lower-cased)" if kind == "wordpiece" else "cased)"),
     }
+    options = decoding_options(run.target_tokenizer, alpha)
     modes = [("greedy", 1)] + ([("beam", beam_size)] if beam_size > 1 else [])
     shown = None
     for mode, width in modes:
-        how = "greedy" if width == 1 else f"beam search, width {width}, alpha {alpha:g}"
+        how = "greedy" if width == 1 else f"beam search, width {width}, alpha {options['alpha']:g}"
         say(f"Decoding {len(pairs):,} held-out sentences ({how})...", quiet)
         started = time.monotonic()
-        hypotheses = translate(run, sources, beam_size=width, alpha=alpha, batch_size=batch_size,
+        hypotheses = translate(run, sources, beam_size=width, alpha=options["alpha"],
+                               batch_size=batch_size,
                                progress=not quiet and sys.stdout.isatty())
         exact, bleu = scores(hypotheses, references)
         result[mode] = {"exact_match": exact, "bleu": bleu,
                         "seconds": round(time.monotonic() - started, 2)}
         if width > 1:
-            result[mode].update(beam_size=width, alpha=alpha)
+            result[mode].update(beam_size=width, alpha=options["alpha"],
+                                length_penalty=options["length_penalty"])
         shown = hypotheses
     result["examples"] = [
         {"source": s, "reference": r, "translation": h}

@@ -7,7 +7,7 @@ from zoo.progress import say
 from zoo.runs.rundir import load_run
 
 
-def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, alpha=0.6,
+def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, alpha=None,
                max_length=None, top_k=None, quiet=False):
     """Export a run's model as a versioned SavedModel with `zoo.export`.
 
@@ -17,7 +17,8 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
         version: the version number; default the next free one.
         checkpoint: `"best"` or `"last"`.
         beam_size, alpha, max_length: translation: the `serving_default`
-            signature's beam search.
+            signature's beam search (alpha: default 0.6, or 1.0 with Hugging
+            Face's length penalty for a model fine-tuned from a Marian folder).
         top_k: images: classes returned per image; default 5, or every class
             when there are fewer.
 

@@ -4,16 +4,20 @@ import keras
 import tensorflow as tf
 
 from zoo import decode, tokens
+from zoo.export import special_ids
+from zoo.runs.imported import decoding_options
 from zoo.runs.rundir import as_run
 
 
 def encode_sources(tokenizer, sentences, max_length):
-    """Sentences -> int32 `(B, S)` encoder input as in training: ids, `[END]`, 0-padding."""
-    return tokens.encode_sources(tokenizer, tf.constant(list(sentences), tf.string),
-                                 max_length).to_tensor()  # (B, S)
+    """Sentences -> int32 `(B, S)` encoder input as in training: ids, `[END]`, padding
+    (the tokenizer's own end and padding ids when it has them: Marian's `</s>`, `<pad>`)."""
+    ids = special_ids(tokenizer)
+    return tokens.encode_sources(tokenizer, tf.constant(list(sentences), tf.string), max_length,
+                                 end_id=ids["end"]).to_tensor(default_value=ids["pad"])  # (B, S)
 
 
-def translate(run, sentences, beam_size=1, alpha=0.6, batch_size=128, max_length=None,
+def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_length=None,
               progress=False):
     """Translations of `sentences` with a run's model, in order.
 
@@ -22,6 +26,9 @@ def translate(run, sentences, beam_size=1, alpha=0.6, batch_size=128, max_length
         sentences: list of str.
         beam_size: 1 for greedy decoding, more for beam search
             (`zoo.decode.beam_search`, length penalty `alpha`).
+        alpha: default 0.6 (GNMT's penalty); 1.0 for a model imported from
+            a Marian folder, decoded as Hugging Face does
+            (`zoo.runs.imported.decoding_options`).
         batch_size: sentences decoded at once.
         max_length: sources are cut to `max_length - 1` tokens plus `[END]` and
             at most `max_length` tokens are generated; default the model's
@@ -39,23 +46,26 @@ def translate(run, sentences, beam_size=1, alpha=0.6, batch_size=128, max_length
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1; received beam_size={beam_size!r}")
     max_length = max_length or run.max_length or 128
+    options = decoding_options(run.target_tokenizer, alpha)
     bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
     outputs = []
     for start in range(0, len(sentences), batch_size):
         chunk = list(sentences[start : start + batch_size])
         source = encode_sources(run.source_tokenizer, chunk, max_length)
-        generated = _decode(run.model, source, beam_size, alpha, max_length)
+        generated = _decode(run.model, source, beam_size, max_length, options)
         outputs += [s.decode("utf-8") for s in run.target_tokenizer.detokenize(generated).numpy()]
         if bar is not None:
             bar.add(len(chunk))
     return outputs
 
 
-def _decode(model, source, beam_size, alpha, max_length):
+def _decode(model, source, beam_size, max_length, options):
+    ids = {key: options[key] for key in ("start_id", "end_id", "pad_id", "force_end")}
     if beam_size == 1:
-        return decode.greedy_decode(model, source, max_length=max_length)
+        return decode.greedy_decode(model, source, max_length=max_length, **ids)
     tokens, _ = decode.beam_search(
-        model, source, beam_size=beam_size, alpha=alpha, max_length=max_length
+        model, source, beam_size=beam_size, alpha=options["alpha"], max_length=max_length,
+        length_penalty=options["length_penalty"], **ids,
     )
     tokens = tf.convert_to_tensor(tokens)
     if tokens.shape.rank == 3:  # (B, K, L): beams sorted best first
@@ -64,8 +74,8 @@ def _decode(model, source, beam_size, alpha, max_length):
 
 
 def canonical(tokenizer, sentences):
-    """`sentences` as the tokenizer writes them back (normalised, lower-cased, re-spaced):
-    the form references are compared in."""
+    """`sentences` as the tokenizer writes them back (WordPiece: normalised, lower-cased,
+    re-spaced; SentencePiece and Marian: cased): the form references are compared in."""
     if not sentences:
         return []
     ids = tokenizer.tokenize(tf.constant(list(sentences), tf.string))

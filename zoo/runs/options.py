@@ -46,10 +46,12 @@ class TrainingOptions:
         default=False)
     weights: str | None = _option(
         "training", "pretrained weights to start from (ViT: Google .npz, timm .safetensors/.pth, "
-        "or a Hugging Face folder)")
+        "or a Hugging Face folder; Transformer: a Hugging Face Marian / OPUS-MT folder, "
+        "fine-tuned with its own tokenizers)")
     tokenizer: str | None = _option(
         "training", "translation: sentencepiece (cased, reversible; the default) or wordpiece "
-        "(lower-cased, as runs before it)", default=tokenizers.DEFAULT)
+        "(lower-cased, as runs before it); runs from a Marian folder keep its own (marian)",
+        default=tokenizers.DEFAULT)
     # === config.json "data" -> "options" (`zoo.datasets.load`) ===
     data_dir: str | None = _option("data", "fashion-mnist: folder with the IDX files")
     train_size: int | None = _option(
@@ -71,7 +73,7 @@ class TrainingOptions:
                 f"time_limit must be a positive number of minutes; received {limit!r}"
             )
         if self.tokenizer is not None:
-            tokenizers.check_name(self.tokenizer)
+            tokenizers.check_name(self.tokenizer, imported=True)
         for name in ("test_path", "weights"):
             if isinstance(getattr(self, name), pathlib.PurePath):
                 object.__setattr__(self, name, str(getattr(self, name)))

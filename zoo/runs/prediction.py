@@ -69,7 +69,7 @@ def _with_errors(inputs, answered, errors):
             for item in inputs]
 
 
-def predict(path, inputs, beam_size=None, alpha=0.6, top_k=5, checkpoint="best"):
+def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"):
     """Translate sentences or classify image files with a run or an exported SavedModel.
 
     Args:
@@ -80,7 +80,8 @@ def predict(path, inputs, beam_size=None, alpha=0.6, top_k=5, checkpoint="best")
         beam_size: run directories: 1 = greedy, more = beam search (default 4,
             as the export's `serving_default`).
             SavedModels: 1 uses the `greedy` signature, else `serving_default`.
-        alpha: beam search length penalty (run directories).
+        alpha: beam search length penalty (run directories); default 0.6, or
+            1.0 (Hugging Face's) for a model imported from a Marian folder.
         top_k: classes listed per image.
         checkpoint: run directories: `"best"` or `"last"`.
 

@@ -1,9 +1,11 @@
 """The run directory: what `zoo train` writes, and loading it back (`load_run`).
 
-    config.json            the model's full config, the data spec, the training options,
+    config.json            the model's full config, the data spec, the training options
+                           (`training.weights`: the checkpoint or folder it started from),
                            the seed and the library versions (written once, at the start)
-    tokenizer/             the shared WordPiece vocabulary (`zoo.text`), or
-    tokenizer/source/, tokenizer/target/   with `separate_vocabularies=True`
+    tokenizer/             the shared vocabulary (`zoo.tokenizers`: SentencePiece or WordPiece), or
+    tokenizer/source/, tokenizer/target/   with `separate_vocabularies=True` (and for a
+                           model imported from a Marian folder: its two tokenizers)
     checkpoints/last.keras the model after the last completed epoch
     checkpoints/best.keras the model of the epoch with the lowest `val_loss`
     backup/                `keras.callbacks.BackupAndRestore` state (gone once training ends)
@@ -19,11 +21,13 @@ atomically (`zoo.files`).
 
 import csv
 import dataclasses
+import datetime
 import importlib.metadata
 import io
 import json
 import pathlib
 import platform
+import sys
 
 import keras
 import tensorflow as tf
@@ -125,6 +129,33 @@ def versions():
 def tokenizer_dirs(run_dir, separate):
     base = pathlib.Path(run_dir) / "tokenizer"
     return (base / "source", base / "target") if separate else (base, base)
+
+
+def write_new_run(run_dir, config, tokenizer_pair=None):
+    """A new run's tokenizers (translation), then its `config.json`: the presence of
+    `config.json` marks a run that can be resumed.
+
+    Args:
+        run_dir: the run directory.
+        config: `config.json`'s content but `format_version`, `versions`,
+            `created` and `command`, which are added here.
+        tokenizer_pair: `(source, target)`, saved into `tokenizer/` (or
+            `tokenizer/source/` and `tokenizer/target/` with the config's
+            `training.separate_vocabularies`).
+    """
+    if tokenizer_pair is not None:
+        separate = config["training"]["separate_vocabularies"]
+        source_dir, target_dir = tokenizer_dirs(run_dir, separate)
+        tokenizer_pair[0].save(source_dir)
+        if separate:
+            tokenizer_pair[1].save(target_dir)
+    files.write_json(pathlib.Path(run_dir) / "config.json", {
+        "format_version": FORMAT_VERSION,
+        **config,
+        "versions": versions(),
+        "created": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": sys.argv if sys.argv and sys.argv[0] else None,
+    })
 
 
 def load_tokenizers(run_dir, config=None):

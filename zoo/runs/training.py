@@ -1,5 +1,9 @@
 """`train`: train a zoo model on a dataset into a run directory, or resume one.
 
+Fine-tuning a model imported from a folder (`weights`: a Hugging Face
+Marian / OPUS-MT folder for the Transformer) keeps the folder's sizes and
+tokenizers: see `zoo.runs.imported`.
+
 Resuming: `train` with an `out` that already holds a `config.json` but no
 `summary.json` (a run that was killed) takes the saved config, restores the
 weights, optimizer state and epoch of the last completed epoch (the backup is
@@ -19,15 +23,10 @@ import dataclasses
 import datetime
 import math
 import pathlib
-import shutil
-import sys
-import time
-import warnings
 
 import keras
-import numpy as np
 
-from zoo import datasets, distribute, files, plot, registry
+from zoo import datasets, distribute, registry, tokenizers
 from zoo.preparation import (
     check_data_fits,
     image_datasets,
@@ -37,52 +36,20 @@ from zoo.preparation import (
     translation_datasets,
 )
 from zoo.progress import say
-from zoo.runs.callbacks import Backup, RunCallbacks
+from zoo.runs import imported
+from zoo.runs.callbacks import has_backup
+from zoo.runs.fitting import finish, fit
 from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
 from zoo.runs.rundir import (
-    FORMAT_VERSION,
-    MONITOR,
-    history_dict,
     load_tokenizers,
     read_config,
     read_config_file,
-    read_history,
-    tokenizer_dirs,
-    versions,
+    write_new_run,
 )
 
 
 class RunFinishedError(ValueError):
     """`train` was pointed at a run directory whose training already ended."""
-
-
-@dataclasses.dataclass
-class RunResult:
-    """What `train` returns.
-
-    Attributes:
-        run_dir: the run directory (`pathlib.Path`).
-        model: the trained `keras.Model` (weights of the last epoch).
-        history: every epoch's logs so far, from `history.csv`, as
-            `{"epoch": [...], "loss": [...], ...}` (a resumed run included).
-        epochs: epochs completed in total.
-        initial_epoch: the epoch this call started from (> 0 when resumed).
-        stopped_by: None, `"max_steps"` or `"time_limit"`.
-        train_seconds: time spent in `fit` by this call.
-        summary: the content of `summary.json`.
-        data: the loaded dataset (`TranslationData` or `ImageData`), test
-            split included; `evaluate(..., data=result.data)` reuses it.
-    """
-
-    run_dir: pathlib.Path
-    model: keras.Model
-    history: dict
-    epochs: int
-    initial_epoch: int
-    stopped_by: str | None
-    train_seconds: float
-    summary: dict
-    data: object = None
 
 
 def _default_out(name):
@@ -96,11 +63,13 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
 
     The model is built by `zoo.get(name, strategy=..., **config)` and
     compiled with its family's recipe; the data decides the vocabulary size
-    (translation: WordPiece learned on the training pairs, at most the
-    config's `vocabulary_size` tokens) or `image_size`, `channels` and
-    `num_classes` (images). A share `val_ratio` of the training split is held
-    out for validation (`val_loss` picks `best.keras`); the test split is not
-    touched (that is `evaluate`'s).
+    (translation: SentencePiece or WordPiece learned on the training pairs,
+    at most the config's `vocabulary_size` tokens) or `image_size`,
+    `channels` and `num_classes` (images). With `weights` a Marian folder,
+    the folder decides the sizes and the tokenizers (`zoo.runs.imported`).
+    A share `val_ratio` of the training split is held out for validation
+    (`val_loss` picks `best.keras`); the test split is not touched (that is
+    `evaluate`'s).
 
     Args:
         name: a registry name (`zoo.list()`).
@@ -130,7 +99,8 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             0.05; 0 for none, then `best.keras` follows `loss`),
             `mixed_precision` (None: bfloat16 on TPU, else float32; `"auto"`,
             `"float16"`, `"bfloat16"`, `"float32"`), `jit` (the config's
-            `jit_compile`), `separate_vocabularies`, and the dataset options
+            `jit_compile`), `separate_vocabularies`, `tokenizer`, `weights`
+            (a checkpoint or folder to start from), and the dataset options
             `data_dir`, `train_size`, `test_size`, `test_ratio`, `test_path`.
 
     Returns:
@@ -157,14 +127,7 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
         plan = _Plan(name, saved["data"]["spec"], dict(saved["training"]),
                      dict(saved["data"]["options"]), dict(saved.get("overrides", {})), saved)
     else:
-        if options.weights is not None:  # the file's architecture and fine-tuning recipe
-            from_file = registry.weights_overrides(name, options.weights, user_overrides)
-            # The data decides the class count: a new head when it differs from the file's.
-            user_overrides = {key: value for key, value in from_file.items()
-                              if key != "num_classes" or key in user_overrides}
-        _check_new_run(name, data, run_dir, strategy, user_overrides, options)
-        plan = _Plan(name, data, options.training_section(), options.data_section(),
-                     user_overrides)
+        plan = _new_plan(name, data, run_dir, strategy, user_overrides, options)
         resolve_mixed_precision(plan.training["mixed_precision"], strategy)  # validate early
     policy = resolve_mixed_precision(plan.training["mixed_precision"], strategy)
     previous_policy = keras.config.dtype_policy().name
@@ -188,6 +151,29 @@ class _Plan:
     data_options: dict
     overrides: dict
     saved: dict = None
+
+    @property
+    def imported_from(self):
+        """The folder a new run imports its model and tokenizers from, else None."""
+        if self.saved is None and self.training["tokenizer"] == tokenizers.IMPORTED:
+            return self.training["weights"]
+        return None
+
+
+def _new_plan(name, data, run_dir, strategy, user_overrides, options):
+    """What a new run trains: checked, with the overrides and options its weights imply."""
+    fine_tuning = imported.is_imported(name, options.weights)  # the folder's sizes, tokenizers
+    imported.check_options(options, fine_tuning)
+    if not fine_tuning and options.weights is not None:  # the file's architecture and recipe
+        from_file = registry.weights_overrides(name, options.weights, user_overrides)
+        # The data decides the class count: a new head when it differs from the file's.
+        user_overrides = {key: value for key, value in from_file.items()
+                          if key != "num_classes" or key in user_overrides}
+    _check_new_run(name, data, run_dir, strategy, user_overrides, options,
+                   options.weights if fine_tuning else None)
+    training = options.training_section()
+    return _Plan(name, data, imported.training_section(training) if fine_tuning else training,
+                 options.data_section(), user_overrides)
 
 
 def _given(config_file, overrides, options):
@@ -216,8 +202,8 @@ def _saved_run(run_dir):
     return saved
 
 
-def _check_new_run(name, data, run_dir, strategy, user_overrides, options):
-    """Bad values of a new run fail here, before any work."""
+def _check_new_run(name, data, run_dir, strategy, user_overrides, options, folder=None):
+    """Bad values of a new run fail here, before any work (`folder`: an imported model's)."""
     if data is None:
         raise ValueError(
             f"data is required (a new run); choose one of {', '.join(datasets.DATASETS)}"
@@ -233,7 +219,7 @@ def _check_new_run(name, data, run_dir, strategy, user_overrides, options):
         )
     check_data_fits(name, data)
     jit_override = {} if options.jit is None else {"jit_compile": bool(options.jit)}
-    checked = registry.config(name, **{**user_overrides, **jit_override})
+    checked = registry.config(name, weights=folder, **{**user_overrides, **jit_override})
     distribute.check_jit_compile(strategy, getattr(checked, "jit_compile", False))
 
 
@@ -241,59 +227,64 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     quiet = quiet or not distribute.is_chief(strategy)
     training = plan.training
     keras.utils.set_random_seed(training["seed"])
-    base_config = (plan.saved["model_config"] if plan.saved
-                   else dataclasses.asdict(registry.config(plan.name, **plan.overrides)))
+    base_config = (plan.saved["model_config"] if plan.saved else dataclasses.asdict(
+        registry.config(plan.name, weights=plan.imported_from, **plan.overrides)))
     kind, data = load_data(plan.name, plan.data_spec, plan.data_options, base_config,
                            training["seed"], quiet)
     if training["batch_size"] is None:
         training["batch_size"] = 64 if kind == "translation" else 128
     global_batch = distribute.global_batch_size(training["batch_size"], strategy)
-    tokenizers = _tokenizers(plan, kind, data, base_config, run_dir, quiet)
+    tokenizer_pair = _tokenizers(plan, kind, data, base_config, run_dir, quiet)
     train_data, val_data, num_train, num_val = _datasets(
-        kind, data, tokenizers, base_config, global_batch, training)
+        kind, data, tokenizer_pair, base_config, global_batch, training)
     steps_per_epoch = math.ceil(num_train / global_batch)  # an upper bound with bucketing
     if plan.saved:
         model_config = dict(plan.saved["model_config"])
     else:
-        model_config = model_config_for(plan.name, plan.overrides, kind, data, tokenizers, training,
-                                     steps_per_epoch)
-    # Pretrained weights at the start only: a resumed run restores its own.
-    weights = None if plan.saved else training.get("weights")
+        model_config = model_config_for(plan.name, plan.overrides, kind, data, tokenizer_pair, training,
+                                        steps_per_epoch, weights=plan.imported_from)
+    # Pretrained weights at the start: a resumed run restores its own from the backup (none
+    # yet if it was killed before its first epoch ended: then it starts from them again).
+    weights = None if plan.saved and has_backup(run_dir) else training.get("weights")
     model = registry.get(plan.name, strategy=strategy, weights=weights, **model_config)
     if not plan.saved:
-        _write_new_run(plan, write_dir, kind, data, tokenizers, model, model_config, {
-            "strategy": strategy_name,
-            "num_replicas": strategy.num_replicas_in_sync,
-            "global_batch_size": global_batch,
-            "dtype_policy": keras.config.dtype_policy().name,
-        }, num_train, num_val)
+        placement = {"strategy": strategy_name, "num_replicas": strategy.num_replicas_in_sync,
+                     "global_batch_size": global_batch,
+                     "dtype_policy": keras.config.dtype_policy().name}
+        write_new_run(write_dir, _run_config(plan, kind, data, model, model_config, placement,
+                                             num_train, num_val), tokenizer_pair)
     say(
         f"Training {plan.name} ({model.count_params():,} parameters) for {training['epochs']} "
         f"epochs, {num_train:,} examples ({num_val:,} for validation), global batch "
         f"{global_batch} on {strategy.num_replicas_in_sync} replica(s); run directory {run_dir}",
         quiet,
     )
-    fitted = _fit(model, train_data, val_data, training, run_dir, write_dir, callbacks,
-                  verbose, quiet)
-    return _finish(plan.name, run_dir, write_dir, model, data, fitted, quiet)
+    fitted = fit(model, train_data, val_data, training, run_dir, write_dir, callbacks,
+                 verbose, quiet)
+    return finish(plan.name, run_dir, write_dir, model, data, fitted, quiet)
 
 
 def _tokenizers(plan, kind, data, base_config, run_dir, quiet):
-    """Translation: the saved tokenizers when resuming, else newly learned ones."""
+    """Translation: the saved tokenizers when resuming, an imported model's own, else
+    newly learned ones."""
     if kind != "translation":
         return None
     if plan.saved:
         return load_tokenizers(run_dir, plan.saved)
+    if plan.imported_from is not None:
+        say(f"Using the tokenizers of {plan.imported_from} (source.spm, target.spm, vocab.json)",
+            quiet)
+        return imported.folder_tokenizers(plan.name, plan.imported_from)
     return learn_tokenizers(data.train_pairs, base_config,
                             plan.training["separate_vocabularies"], quiet,
                             kind=plan.training["tokenizer"])
 
 
-def _datasets(kind, data, tokenizers, base_config, global_batch, training):
+def _datasets(kind, data, tokenizer_pair, base_config, global_batch, training):
     """`(train, validation or None, num_train, num_validation)`, sharded by data."""
     if kind == "translation":
         train_data, val_data, num_train, num_val = translation_datasets(
-            data.train_pairs, tokenizers[0], tokenizers[1], global_batch,
+            data.train_pairs, tokenizer_pair[0], tokenizer_pair[1], global_batch,
             base_config["max_length"], training["val_ratio"], training["seed"],
         )
     else:
@@ -305,17 +296,10 @@ def _datasets(kind, data, tokenizers, base_config, global_batch, training):
     return distribute.shard_by_data(train_data), val_data, num_train, num_val
 
 
-def _write_new_run(plan, write_dir, kind, data, tokenizers, model, model_config, placement,
-                   num_train, num_val):
-    """The tokenizers, then `config.json`: its presence marks a run that can be resumed."""
-    if kind == "translation":
-        separate = plan.training["separate_vocabularies"]
-        source_dir, target_dir = tokenizer_dirs(write_dir, separate)
-        tokenizers[0].save(source_dir)
-        if separate:
-            tokenizers[1].save(target_dir)
-    files.write_json(write_dir / "config.json", {
-        "format_version": FORMAT_VERSION,
+def _run_config(plan, kind, data, model, model_config, placement, num_train, num_val):
+    """`config.json` of a new run (`write_new_run` adds the versions and the date)."""
+    translation = kind == "translation"
+    return {
         "model": plan.name,
         "family": registry.entry(plan.name).family,
         "kind": kind,
@@ -326,96 +310,10 @@ def _write_new_run(plan, write_dir, kind, data, tokenizers, model, model_config,
             "options": plan.data_options,
             "num_train": num_train,
             "num_validation": num_val,
-            "num_test": len(data.test_pairs) if kind == "translation" else len(data.x_test),
+            "num_test": len(data.test_pairs) if translation else len(data.x_test),
             "skipped": dict(getattr(data, "skipped", {}) or {}),
-            "class_names": None if kind == "translation" else list(data.class_names),
+            "class_names": None if translation else list(data.class_names),
         },
         "training": {**plan.training, **placement},
         "num_params": model.count_params(),
-        "versions": versions(),
-        "created": datetime.datetime.now().isoformat(timespec="seconds"),
-        "command": sys.argv if sys.argv and sys.argv[0] else None,
-    })
-
-
-@dataclasses.dataclass
-class _Fitted:
-    history_path: pathlib.Path
-    backup: Backup
-    stopped_by: str | None
-    train_seconds: float
-
-
-def _fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, verbose, quiet):
-    history_path = write_dir / "history.csv"
-    run_callbacks = RunCallbacks(training, run_dir, write_dir, history_path,
-                                 has_validation=val_data is not None)
-    if verbose is None:
-        verbose = 1 if sys.stdout.isatty() else 2
-    if quiet and verbose == 2:
-        verbose = 0
-    started = time.monotonic()
-    with warnings.catch_warnings():
-        # Bucketed datasets have no known length, so Keras warns at each first epoch end.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        model.fit(
-            train_data,
-            validation_data=val_data,
-            epochs=training["epochs"],
-            callbacks=run_callbacks.in_order() + list(callbacks or []),
-            verbose=verbose,
-            shuffle=False,  # the datasets shuffle themselves, seeded
-        )
-    return _Fitted(history_path, run_callbacks.backup, run_callbacks.stopped_by(),
-                   time.monotonic() - started)
-
-
-def _finish(name, run_dir, write_dir, model, data, fitted, quiet):
-    """`curves.png` and `summary.json` (the run is finished), then the backup goes."""
-    rows = read_history(fitted.history_path)
-    # The last epoch's logs (from history.csv: also right when nothing was left to train).
-    final = {key: value for key, value in (rows[-1] if rows else {}).items() if key != "epoch"}
-    summary = {
-        "completed": True,
-        "epochs": len(rows),
-        "resumed_from_epoch": fitted.backup.restored_epoch,
-        "steps": fitted.backup.steps,
-        "stopped_by": fitted.stopped_by,
-        "train_seconds_this_call": round(fitted.train_seconds, 2),
-        "final": {key: float(value) for key, value in final.items()},
-        "finished": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-    best = [row.get(MONITOR, row.get("loss")) for row in rows]
-    if best:
-        summary["best_epoch"] = int(rows[int(np.nanargmin(best))]["epoch"])
-    if rows:
-        plot.training_curves(fitted.history_path, title=name, path=write_dir / "curves.png")
-    files.write_json(write_dir / "summary.json", summary)
-    shutil.rmtree(write_dir / "backup", ignore_errors=True)
-    if not quiet:
-        _print_training_summary(name, run_dir, summary, rows)
-    return RunResult(
-        run_dir=run_dir,
-        model=model,
-        history=history_dict(rows),
-        epochs=len(rows),
-        initial_epoch=fitted.backup.restored_epoch,
-        stopped_by=fitted.stopped_by,
-        train_seconds=fitted.train_seconds,
-        summary=summary,
-        data=data,
-    )
-
-
-def _print_training_summary(name, run_dir, summary, rows):
-    final = summary["final"]
-    final_metrics = ", ".join(
-        f"{key} {value:.4g}" for key, value in final.items() if key != "learning_rate"
-    )
-    how = f" (stopped by {summary['stopped_by']})" if summary["stopped_by"] else ""
-    resumed = (f", resumed from epoch {summary['resumed_from_epoch']}"
-               if summary["resumed_from_epoch"] else "")
-    print(f"\nTrained {name}: {summary['epochs']} epochs, {summary['steps']} steps in "
-          f"{summary['train_seconds_this_call'] / 60:.1f} min{how}{resumed}")
-    print(f"  final: {final_metrics}")
-    print(f"  run directory: {run_dir} (config.json, checkpoints/, history.csv, curves.png, logs/)")
