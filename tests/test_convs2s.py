@@ -1,10 +1,10 @@
 """ConvS2S (`zoo/convs2s.py`, `zoo/convs2s_layers.py`): layers, a numpy forward pass, causality,
-decoding and export.
+cached decoding and export.
 
 References: a numpy re-implementation of the whole forward pass with the model's
 weights; the model's own logits under perturbed later target tokens (causality)
-and extra source padding; a plain Python arg-max loop over the model (greedy
-decoding); log-probabilities recomputed from teacher-forced logits (beam
+and extra source padding; the full model's logits (cached decoding steps); a plain
+Python arg-max loop over the model (greedy decoding, cached and not); log-probabilities recomputed from teacher-forced logits (beam
 scores); a SavedModel served in a fresh process that never imports our code.
 The registry-wide checks (golden count, forward/backward, training, `.keras`
 round trip, mirrored strategy) are in tests/test_zoo.py.
@@ -275,15 +275,32 @@ def python_greedy(model, source, max_length, end_id):
     return tokens
 
 
-def test_greedy_decode_equals_a_python_argmax_loop(model):
+def test_cached_steps_give_the_full_models_logits(model, rng):
+    """`IncrementalDecoder`, one token at a time along a fixed target, beams repeated."""
+    target = np.concatenate([np.full((3, 1), START), rng.integers(1, V, (3, 7))], 1)
+    target = target.astype("int32")
+    expected = np.asarray(model({"source": SOURCE, "target": target}, training=False))
+    stepper = decode._stepper(model, use_cache=True)
+    assert isinstance(stepper, zoo.convs2s.IncrementalDecoder)
+    windows = stepper.prepare(tf.constant(SOURCE), 2, target.shape[1])  # 2 copies per row
+    for t in range(target.shape[1]):
+        logits, windows = stepper.step(tf.constant(np.repeat(target[:, t], 2)), tf.constant(t), windows)
+        np.testing.assert_allclose(logits, np.repeat(expected[:, t], 2, axis=0), atol=2e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="learned target positions"):
+        stepper.prepare(tf.constant(SOURCE), 1, 33)
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cached", "full_model"])
+def test_greedy_decode_equals_a_python_argmax_loop(model, use_cache):
     assert families.model_family(model) == "convs2s"
-    assert isinstance(decode._stepper(model, use_cache=True), decode._FullModelStep)
     free = python_greedy(model, SOURCE, 8, end_id=-1)
     # An [END] id that stops some rows mid-way and not others (the model is random).
     end_id = next(int(t) for t in free[:, 2:5].ravel() if t not in (0, START)
                   and (free == t).any(1).sum() < len(free))
     expected = python_greedy(model, SOURCE, 8, end_id)
-    actual = decode.greedy_decode(model, SOURCE, max_length=8, end_id=end_id).numpy()
+    actual = decode.greedy_decode(
+        model, SOURCE, max_length=8, end_id=end_id, use_cache=use_cache
+    ).numpy()
     np.testing.assert_array_equal(actual, expected)
     assert (actual == 0).any() and (actual[:, -1] != 0).any(), actual
 

@@ -98,6 +98,15 @@ class GatedConvolution(keras.layers.Layer):
         gated, gate = ops.split(x, 2, axis=-1)
         return gated * ops.sigmoid(gate)  # (B, L, D)
 
+    def last_position(self, window):
+        """Causal only: the output at the last position of `window` `(B, k, C)` -> `(B, 1, D)`.
+
+        For incremental decoding: `window` holds the k inputs that position sees.
+        """
+        if not self.causal:
+            raise ValueError("last_position is for causal GatedConvolution layers only.")
+        return self(window, training=False)[:, -1:, :]
+
     def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
         return tuple(inputs_shape[:-1]) + (self.hidden_dim,)
 
@@ -302,6 +311,18 @@ class ConvS2SDecoderBlock(keras.layers.Layer):
         )
         outputs = (x + inputs) * ops.cast(SQRT_HALF, inputs.dtype)
         return (outputs, weights) if return_attention_scores else outputs
+
+    def call_with_cache(self, inputs, window, target_embedding, encoder_keys, encoder_values,
+                        encoder_padding_mask=None):
+        """One decoding step: inputs `(B, 1, D)` at position t and `window`, the block's
+        inputs at positions t-k+1 … t-1 `(B, k-1, D)` (zeros before position 0) ->
+        outputs `(B, 1, D)` and the window for position t + 1."""
+        window = ops.concatenate([window, inputs], axis=1)  # (B, k, D)
+        x = self._convolution.last_position(window)  # (B, 1, D)
+        x = self._attention(
+            x, target_embedding, encoder_keys, encoder_values, padding_mask=encoder_padding_mask
+        )
+        return (x + inputs) * ops.cast(SQRT_HALF, inputs.dtype), window[:, 1:, :]
 
     def compute_output_spec(self, inputs, target_embedding, encoder_keys, encoder_values,
                             encoder_padding_mask=None, training=None,

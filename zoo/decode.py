@@ -20,6 +20,8 @@ and both work on models from `zoo.get` and on the same models after
   O(max_length) instead of re-running the whole prefix.
 - RNNsearch (`use_cache=True`): the encoder runs once and each step is one
   `BahdanauDecoder.step`; the "cache" is the recurrent state, O(S) per step.
+- ConvS2S (`use_cache=True`): the encoder runs once; each decoder layer keeps its
+  last k-1 inputs (`zoo.convs2s.IncrementalDecoder`), O(k + S) per step.
 - `use_cache=False` (and any other `{"source", "target"}` -> logits model): the
   full model re-runs at every step on a fixed-size target buffer, reading the
   logits at position t (correct because position t only sees positions <= t).
@@ -40,7 +42,7 @@ import weakref
 
 import tensorflow as tf
 
-from zoo import families, hf_beam, seq2seq
+from zoo import convs2s, families, hf_beam, seq2seq
 from zoo.search_steps import Ids, forced_end, keep_shapes, pad_column, write_column
 from zoo.tokens import END_ID, PAD_ID, START_ID  # noqa: F401 - part of this module's API
 
@@ -389,6 +391,8 @@ def _stepper(model, use_cache, pad_id=PAD_ID):
         return _TransformerStep(layers, pad_id)
     if family == "seq2seq" and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
         return _RNNSearchStep(layers)
+    if family == "convs2s":  # each decoder layer's last k-1 inputs
+        return convs2s.IncrementalDecoder(layers)
     try:
         input_names = {tensor.name for tensor in model.inputs or []}
     except AttributeError:  # a subclassed model: try it
