@@ -2,7 +2,7 @@
 
 Every registered name is checked against a golden parameter-count table (and
 the papers' counts), and built at a tiny size for a forward and backward pass.
-Each family (Transformer, RNNsearch, ViT) is then trained at a tiny size: a few
+Each family (Transformer, RNNsearch, ConvS2S, ViT) is then trained at a tiny size: a few
 `fit` steps from numpy and from a `tf.data.Dataset`, overfitting one batch,
 `.keras` round trip, `MirroredStrategy`; attention maps are checked against the
 attention layers called directly; the compiled recipes against the papers.
@@ -32,6 +32,8 @@ START, END = 2, 3
 # Computed once from the sizes and checked against built models below; every
 # registered name must be here.
 EXPECTED_PARAMS = {
+    "convs2s-small": 9_697_088,
+    "convs2s-wmt-en-ro": 137_040_960,
     "seq2seq-bahdanau": 80_451_000,
     "seq2seq-bahdanau-small": 1_989_056,
     "transformer-tiny": 1_949_696,
@@ -49,14 +51,15 @@ EXPECTED_PARAMS = {
 
 # Built in well under a second each and < 100 MB.
 BUILT_FAST = [
-    "transformer-tiny", "transformer-small", "seq2seq-bahdanau-small",
+    "convs2s-small", "transformer-tiny", "transformer-small", "seq2seq-bahdanau-small",
     "vit-tiny", "vit-tiny-32", "vit-ti16", "vit-s16",
 ]
 # Measured on the 2-core CI machine: 0.7 s / 1.6 s / 3.4 s to build and about
 # 0.3 / 0.4 / 0.5 GB above the TensorFlow baseline (1.3 GB peak process RSS).
 BUILT_SLOW = ["transformer-base", "vit-b16", "seq2seq-bahdanau"]
 # Never built in tests (0.86 / 1.2 / 2.5 GB of float32 weights): analytic counts only.
-NOT_BUILT = ["transformer-big", "vit-l16", "vit-h14"]
+# convs2s-wmt-en-ro (137M, 0.55 GB): its formula is checked built at the small and tiny sizes.
+NOT_BUILT = ["transformer-big", "vit-l16", "vit-h14", "convs2s-wmt-en-ro"]
 
 # The papers' rounded counts. Transformer: "Attention Is All You Need", Table 3
 # (shared source/target vocabulary of ~37k BPE tokens). ViT: Dosovitskiy et al.,
@@ -127,6 +130,10 @@ TINY = {
         vocabulary_size=50, embedding_dim=16, encoder_units=16, decoder_units=16,
         attention_units=16, maxout_units=8, max_length=32,
     ),
+    "convs2s": dict(
+        vocabulary_size=50, embedding_dim=16, hidden_dim=24, output_embedding_dim=12,
+        num_encoder_layers=2, num_decoder_layers=2, max_length=32,
+    ),
     "vit": dict(
         image_size=16, patch_size=4, hidden_dim=32, num_heads=4, mlp_dim=64, num_layers=1,
         num_classes=10,
@@ -136,13 +143,14 @@ TINY = {
 TRAINABLE = {
     "transformer": dict(dropout=0.0, label_smoothing=0.0, warmup_steps=20),
     "seq2seq": dict(dropout=0.0, label_smoothing=0.0, learning_rate=1e-2),
+    "convs2s": dict(dropout=0.0, optimizer="adam", learning_rate=1e-2, clipnorm=1.0),
     "vit": dict(dropout=0.0, warmup_steps=10, learning_rate=3e-3, decay_steps=1000,
                 label_smoothing=0.0, random_flip=False, random_translation=0.0,
                 random_erasing=0.0),
 }
 # One registered name per family for the training tests.
 FAMILIES = {"transformer": "transformer-tiny", "seq2seq": "seq2seq-bahdanau-small",
-            "vit": "vit-tiny"}
+            "convs2s": "convs2s-small", "vit": "vit-tiny"}
 
 
 def family(name):
@@ -750,6 +758,12 @@ BAD_OVERRIDES = [
     ("seq2seq-bahdanau-small", dict(dropout=-0.1), "dropout"),
     ("seq2seq-bahdanau-small", dict(cell="rnn"), "cell"),
     ("seq2seq-bahdanau-small", dict(clipnorm=0.0), "clipnorm"),
+    ("convs2s-small", dict(kernel_size=0), "kernel_size"),
+    ("convs2s-small", dict(hidden_dim=-1), "hidden_dim"),
+    ("convs2s-small", dict(dropout=1.0), "dropout"),
+    ("convs2s-small", dict(optimizer="sgd"), "optimizer"),
+    ("convs2s-small", dict(momentum=1.0), "momentum"),
+    ("convs2s-small", dict(learning_rate=0.0), "learning_rate"),
 ]
 
 
@@ -798,7 +812,7 @@ def test_list_globs_and_sorts():
     assert zoo.list("transformer-*") == [
         "transformer-base", "transformer-big", "transformer-small", "transformer-tiny"
     ]
-    assert zoo.list("*-small") == ["seq2seq-bahdanau-small", "transformer-small"]
+    assert zoo.list("*-small") == ["convs2s-small", "seq2seq-bahdanau-small", "transformer-small"]
     assert zoo.list("vit-?16") == ["vit-b16", "vit-l16", "vit-s16"]
     assert zoo.list("nothing-*") == []
 

@@ -13,6 +13,7 @@
 """
 
 from zoo import (
+    convs2s,
     export,
     families,
     marian,
@@ -45,7 +46,7 @@ def attention_weights(model, inputs):
     Works on models from `zoo.get` and on models loaded from `.keras` files.
 
     Args:
-        model: a Transformer, RNNsearch or ViT model of the zoo.
+        model: a Transformer, RNNsearch, ConvS2S or ViT model of the zoo.
         inputs: what the model takes: `{"source", "target"}` id batches, or images.
 
     Returns:
@@ -54,15 +55,15 @@ def attention_weights(model, inputs):
         `decoder_block_{i}/self_attention` `(B, N, T, T)`,
         `decoder_block_{i}/cross_attention` `(B, N, T, S)`;
         RNNsearch: `decoder/alignment` `(B, T, S)`;
+        ConvS2S: `convolutional_decoder_block_{i}/attention` `(B, T, S)`;
         ViT: `encoder_block_{i}/self_attention` `(B, N, P + 1, P + 1)`.
     """
     family = families.model_family(model)
     if family is not None:
-        return {"vit": vit, "seq2seq": seq2seq, "transformer": transformer}[family].attention_weights(
-            model, inputs
-        )
+        modules = {"vit": vit, "seq2seq": seq2seq, "transformer": transformer, "convs2s": convs2s}
+        return modules[family].attention_weights(model, inputs)
     raise ValueError(
-        f"attention_weights: {model.name!r} is not a zoo model (Transformer, RNNsearch or ViT)."
+        f"attention_weights: {model.name!r} is not a zoo model (Transformer, RNNsearch, ConvS2S or ViT)."
     )
 
 
@@ -71,6 +72,7 @@ __all__ = [
     "UnknownModelError",
     "attention_weights",
     "config",
+    "convs2s",
     "describe",
     "entry",
     "export",

@@ -15,7 +15,7 @@ is any nest of tensors with `B·K` rows.
 
 import tensorflow as tf
 
-from zoo import families, seq2seq
+from zoo import convs2s, families, seq2seq
 from zoo.tokens import PAD_ID
 
 
@@ -26,6 +26,8 @@ def stepper(model, use_cache, pad_id=PAD_ID):
         return TransformerStep(layers, pad_id)
     if family == "seq2seq" and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
         return RNNSearchStep(layers)
+    if family == "convs2s":  # each decoder layer's last k-1 inputs
+        return convs2s.IncrementalDecoder(layers)
     try:
         input_names = {tensor.name for tensor in model.inputs or []}
     except AttributeError:  # a subclassed model: try it

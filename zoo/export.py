@@ -162,7 +162,7 @@ def _layers(model):
 
 def _source_vocabulary_size(model, family):
     layers = _layers(model)
-    if family == "transformer":
+    if family in ("transformer", "convs2s"):  # ka.TokenAndPositionEmbedding
         layer = layers.get("shared_embedding") or layers["source_embedding"]
         return layer.vocabulary_size
     return layers["source_embedding"].input_dim
@@ -562,7 +562,7 @@ def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, a
         alpha = 1.0 if length_penalty == "hf" else 0.6
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
         raise ValueError(f"export: `alpha` must be a number >= 0; received alpha={alpha!r}.")
-    limit = _position_limit(model) if family == "transformer" else None
+    limit = _position_limit(model) if family in ("transformer", "convs2s") else None
     if max_length is None:
         max_length = limit if limit is not None else DEFAULT_RNN_MAX_LENGTH
     _check_int("max_length", max_length, 2, limit)

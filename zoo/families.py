@@ -7,8 +7,10 @@ each family's `build`). Used by `zoo.attention_weights`, `zoo.export` and
 
 
 def model_family(model):
-    """`"transformer"`, `"seq2seq"` (RNNsearch), `"vit"`, or None for anything else."""
+    """`"transformer"`, `"seq2seq"` (RNNsearch), `"convs2s"`, `"vit"`, or None for anything else."""
     names = {layer.name for layer in getattr(model, "layers", ())}
+    if "convolutional_encoder_block_0" in names and "convolutional_decoder_block_0" in names:
+        return "convs2s"
     if "patch_embedding" in names:
         return "vit"
     if "decoder" in names and "encoder" in names:
