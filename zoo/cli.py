@@ -18,8 +18,9 @@
     zoo demo [--minutes M]
 
 User errors (unknown model, missing file, bad --set, a dataset that does not
-fit the model) print one line and exit with code 2; set ZOO_DEBUG=1 to see
-the traceback instead.
+fit the model, a corrupt file) print one line and exit with code 2; a full
+disk prints one line (the file, the free space) and exits with code 1; set
+ZOO_DEBUG=1 to see the traceback instead.
 """
 
 import argparse
@@ -29,10 +30,11 @@ import os
 import sys
 
 import zoo
-from zoo import demo, distribute, marian, runs, tokenizers, tuning
+from zoo import demo, distribute, files, marian, runs, tokenizers, tuning
 from zoo.runs.options import TrainingOptions
 
-EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered
+EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered;
+# any command: the disk filled (the file and the free space said in one line)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -516,11 +518,29 @@ def _add_demo_parser(commands):
     p.set_defaults(func=_cmd_demo)
 
 
+def _run(args):
+    """`args.func(args)`, with a full disk met by any library raised as `files.NoSpaceError`."""
+    try:
+        return args.func(args)
+    except files.NoSpaceError:
+        raise
+    except Exception as error:
+        full = files.no_space_error(error)
+        if full is None:
+            raise
+        raise full from error
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = args.func(args) or 0
+        code = _run(args) or 0
+    except files.NoSpaceError as error:
+        if os.environ.get("ZOO_DEBUG"):
+            raise
+        print(f"zoo {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
     except (UserError, ValueError, FileNotFoundError, NotADirectoryError) as error:
         # ValueError covers the zoo's own checks (unknown model, bad override values,
         # data that does not fit the model); FileNotFoundError missing data or runs.

@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 import keras_attention as ka
-from zoo import vit
+from zoo import files, vit
 
 __all__ = [
     "attention_heatmap",
@@ -59,9 +59,7 @@ def _figure(width, height):
 
 def _finish(figure, path):
     if path is not None:
-        path = pathlib.Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=DPI, format="png")
+        files.replace(path, lambda temporary: figure.savefig(temporary, dpi=DPI, format="png"))
     return figure
 
 
