@@ -525,7 +525,8 @@ def _run(args):
     except files.NoSpaceError:
         raise
     except Exception as error:
-        full = files.no_space_error(error)
+        written = [getattr(args, key, None) for key in ("out", "directory", "to", "run_dir")]
+        full = files.no_space_error(error, fallback=next(filter(None, written), None))
         if full is None:
             raise
         raise full from error

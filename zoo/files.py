@@ -30,6 +30,8 @@ import numpy as np
 
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 NO_SPACE_TEXT = "No space left on device"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: files are created as open() would (0o666 less the umask)
 KILL_HOOK = "ZOO_TEST_KILL_BEFORE_RENAME"  # tests: SIGKILL this process before renaming a match
 
 
@@ -120,6 +122,7 @@ def replace(path, write):
         handle, temporary = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".tmp{dot}{suffixes}",
                                              dir=path.parent)
         os.close(handle)
+        os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes it 0o600
         write(pathlib.Path(temporary))
         _kill_if_asked(path)
         os.replace(temporary, path)

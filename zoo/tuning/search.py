@@ -201,12 +201,17 @@ def tune(
     settings_path, settings = _check_same_search(
         pathlib.Path(directory) / (project_name or name), model, tuner, objective, overwrite
     )
-    search = make_tuner(
-        model, tuner, objective=objective, max_trials=max_trials, directory=directory,
-        project_name=project_name, overwrite=overwrite, strategy=strategy, seed=seed,
-        max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
-        max_consecutive_failed_trials=max_consecutive_failed_trials,
-    )
+    try:  # resuming reloads keras-tuner's state (oracle.json, trial.json)
+        search = make_tuner(
+            model, tuner, objective=objective, max_trials=max_trials, directory=directory,
+            project_name=project_name, overwrite=overwrite, strategy=strategy, seed=seed,
+            max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
+            max_consecutive_failed_trials=max_consecutive_failed_trials,
+        )
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise files.CorruptFileError(
+            settings_path.parent, "keras-tuner's saved state does not load", error,
+            hint="--overwrite starts the search over") from None
     if verbose:
         print(f"Search space of {name}:")
         print(model.search_space if isinstance(model.search_space, SearchSpace)
@@ -257,7 +262,7 @@ def _check_same_search(project_dir, model, tuner, objective_spec, overwrite):
     }, default=str))
     path = pathlib.Path(project_dir) / "zoo_search.json"
     if path.is_file() and not overwrite:
-        saved = json.loads(path.read_text())
+        saved = files.read_json(path, dict)
         changed = sorted(k for k in settings if settings[k] != saved.get(k))
         if changed:
             raise ValueError(
