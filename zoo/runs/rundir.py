@@ -172,11 +172,13 @@ def read_config_file(path):
     `zoo tune` (its `config` and `fit`).
     """
     path = pathlib.Path(path)
+    if path.is_dir():
+        raise ValueError(f"config file {path} is a folder, not a JSON file")
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"config file {path} is not valid JSON: {error}") from None
     if not isinstance(content, dict):
         raise ValueError(

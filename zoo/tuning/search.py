@@ -5,6 +5,7 @@ import os
 import pathlib
 
 import keras_tuner
+import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
 from zoo import distribute, files
@@ -208,7 +209,7 @@ def tune(
             max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
             max_consecutive_failed_trials=max_consecutive_failed_trials,
         )
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, tf.errors.NotFoundError) as error:
         raise files.CorruptFileError(
             settings_path.parent, "keras-tuner's saved state does not load", error,
             hint="--overwrite starts the search over") from None
@@ -250,6 +251,9 @@ def _check_same_search(project_dir, model, tuner, objective_spec, overwrite):
     Returns:
         `(path, settings)` for the caller to write once the tuner exists.
     """
+    for folder in (project_dir.parent, project_dir):
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(f"the search directory {folder} is a file, not a folder")
     hp = keras_tuner.HyperParameters()
     model.declare_hyperparameters(hp)
     target = parse_objective(objective_spec)
