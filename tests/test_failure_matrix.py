@@ -30,7 +30,8 @@ from zoo import cli, files, runs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reliability.md"
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1",  # this checkout's zoo
+           PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 ENV.pop("ZOO_DEBUG", None)
 TINY = ["--set", "num_encoder_layers=1", "--set", "num_decoder_layers=1", "--set", "d_model=16",
         "--set", "num_heads=2", "--set", "intermediate_dim=32", "--set", "vocabulary_size=100",
@@ -115,7 +116,8 @@ def unchanged(*parts):
             now = digest(ws)
             kept = {k: v for k, v in before.items() if k.startswith(part)}
             assert {k: now.get(k) for k in kept} == kept, f"{part} changed"
-            assert not [k for k in now if k.startswith(part) and k not in before], f"new in {part}"
+            new = [k for k in now if k.startswith(part) and k not in before]
+            assert not [k for k in new if not TEMPORARY.match(pathlib.Path(k).name)], new
 
     return check
 
