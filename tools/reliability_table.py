@@ -7,8 +7,8 @@
 import pathlib
 import sys
 
-TESTS = pathlib.Path(__file__).resolve().parent.parent / "tests"
-sys.path.insert(0, str(TESTS))
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's zoo and tests
 
 import test_failure_matrix as matrix  # noqa: E402 - tests/ is not a package
 
