@@ -23,6 +23,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import tempfile
 import zipfile
 
@@ -105,7 +106,7 @@ def _kill_if_asked(path):
     (the worst moment: the new version complete under its temporary name)."""
     pattern = os.environ.get(KILL_HOOK)
     if pattern and pattern in str(path):
-        os.kill(os.getpid(), 9)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def replace(path, write):
