@@ -69,9 +69,10 @@ def is_whole_zip(path):
 
 
 def free_space(path):
-    """`"1.2 MB free on /mnt"`: the free space of the file system holding `path`."""
+    """`"1.2 MB free on /mnt"`: the free space of the file system holding `path` (named by
+    its mount point)."""
     path = pathlib.Path(path).absolute()
-    while not path.exists() and path != path.parent:
+    while (not path.exists() or not os.path.ismount(path)) and path != path.parent:
         path = path.parent
     try:
         free = shutil.disk_usage(path).free
