@@ -178,7 +178,7 @@ MATRIX = [
          f"best.keras {CORRUPT}: .*truncated.*; try --checkpoint last", SAME, unchanged("run")),
     Cell("evaluate", "truncated", "sentencepiece.model", lambda ws: ["evaluate", truncate(
          ws / "run/tokenizer/sentencepiece.model").parents[1]], 2,
-         f"tokenizer {CORRUPT}: the tokenizer files do not load", SAME, unchanged("run")),
+         f"sentencepiece.model {CORRUPT}: the tokenizer does not load", SAME),
     Cell("evaluate", "other_format", "best.keras is a PNG", lambda ws: ["evaluate", write(
          ws / "run/checkpoints/best.keras", PNG).parents[1]], 2,
          f"best.keras {CORRUPT}.*try --checkpoint last", SAME, unchanged("run")),

@@ -146,7 +146,10 @@ def _load_tokenizer(directory):
     except (FileNotFoundError, files.CorruptFileError):
         raise
     except Exception as error:  # each kind's own errors: sentencepiece, JSON, vocabulary
-        raise files.CorruptFileError(directory, "the tokenizer files do not load",
+        data = [path for path in pathlib.Path(directory).iterdir()
+                if path.is_file() and path.name != "tokenizer.json"]
+        named = data[0] if len(data) == 1 else directory  # e.g. sentencepiece.model
+        raise files.CorruptFileError(named, "the tokenizer does not load",
                                      f"{type(error).__name__}: {error}") from None
 
 
