@@ -414,17 +414,13 @@ def existing_versions(path):
     )
 
 
-def _write_atomically(base, version, save):
-    """Run `save(directory)` into a temporary directory under `base`, then rename it to
-    `base/<version>`; on any exception the temporary directory is removed."""
-
-    def check_still_free():
-        if version in existing_versions(base):
-            raise FileExistsError(
-                f"export: version {version} appeared in {base} while exporting; not overwritten."
-            )
-
-    return files.write_directory(base / str(version), save, before_rename=check_still_free)
+def _write_atomically(base, version, save, renumber):
+    """Run `save(directory, version)` into a temporary directory under `base`, then rename
+    it to `base/<version>`; on any exception the temporary directory is removed. With
+    `version=None`, two exports started at once get the next two free versions
+    (`renumber(directory, version)` rewrites what names the version)."""
+    path, _ = files.write_numbered_directory(base, save, version, renumber=renumber)
+    return path
 
 
 def export(
@@ -503,9 +499,7 @@ def export(
         )
 
     base.mkdir(parents=True, exist_ok=True)
-    if version is None:
-        version = (existing_versions(base) or [0])[-1] + 1
-    if version in existing_versions(base):
+    if version is not None and version in existing_versions(base):
         raise FileExistsError(
             f"export: version {version} already exists in {base}; versions are never "
             "overwritten (pass another `version`, or None for the next one)."
@@ -514,18 +508,21 @@ def export(
         "format_version": 1,
         "family": family,
         "model_name": obj.name,
-        "version": version,
+        "version": version,  # set when the version is chosen
         "tensorflow_version": tf.__version__,
         **metadata,
     }
 
-    def save(directory):
-        tf.saved_model.save(module, str(directory), signatures=signatures)
+    def renumber(directory, number):  # the version is in the metadata
         extra = directory / "assets.extra"
         extra.mkdir(exist_ok=True)
-        files.write_json(extra / METADATA_FILENAME, metadata)
+        files.write_json(extra / METADATA_FILENAME, {**metadata, "version": number})
 
-    return _write_atomically(base, version, save)
+    def save(directory, number):
+        tf.saved_model.save(module, str(directory), signatures=signatures)
+        renumber(directory, number)
+
+    return _write_atomically(base, version, save, renumber)
 
 
 def _translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,

@@ -3,7 +3,14 @@
 Every file the zoo writes goes through here: into a temporary file beside its
 target, then renamed over it (`os.replace`), so a kill at any moment leaves
 the previous complete version or the new one, never half of either.
-`write_directory` does the same for a folder (an export version).
+`write_directory` does the same for a folder (an export version), and
+`write_numbered_directory` for the next free version number, which two writers
+started at once each get one of.
+
+A full disk while writing raises `NoSpaceError`, naming the file and the free
+space, once the temporary file is removed (the previous version stays whole,
+so the same command resumes once space is freed). A file that does not read
+back as what it should be raises `CorruptFileError`, naming it.
 
     from zoo import files
     files.write_json(run_dir / "summary.json", summary)
@@ -11,13 +18,96 @@ the previous complete version or the new one, never half of either.
 """
 
 import contextlib
+import errno
 import json
 import os
 import pathlib
 import shutil
+import signal
 import tempfile
+import zipfile
 
 import numpy as np
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NO_SPACE_TEXT = "No space left on device"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: files are created as open() would (0o666 less the umask)
+KILL_HOOK = "ZOO_TEST_KILL_BEFORE_RENAME"  # tests: SIGKILL this process before renaming a match
+
+
+class NoSpaceError(OSError):
+    """The disk filled while writing `filename`: `errno.ENOSPC`, with the free space said."""
+
+    def __init__(self, path):
+        path = pathlib.Path(path)
+        super().__init__(errno.ENOSPC, f"no space left on device while writing {path} "
+                         f"({free_space(path)}); the previous version is intact: free some "
+                         "space and run the same command again", str(path))
+
+    def __str__(self):
+        return self.strerror
+
+
+class CorruptFileError(ValueError):
+    """A file that exists but does not read back (truncated, empty, another format)."""
+
+    def __init__(self, path, what, reason="", hint=""):
+        reason = " ".join(str(reason).split())
+        super().__init__(f"{path} is corrupt: {what}" + (f" ({reason})" if reason else "")
+                         + (f"; {hint}" if hint else ""))
+        self.path = pathlib.Path(path)
+
+
+def is_whole_zip(path):
+    """Whether `path` is a zip archive (a `.keras` file) whose every member reads back."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip() is None
+    except (OSError, EOFError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+def free_space(path):
+    """`"1.2 MB free on /mnt"`: the free space of the file system holding `path` (named by
+    its mount point)."""
+    path = pathlib.Path(path).absolute()
+    while (not path.exists() or not os.path.ismount(path)) and path != path.parent:
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return "free space unknown"
+    return f"{free / 1e6:.1f} MB free on {path}"
+
+
+def is_no_space(error):
+    """Whether `error`, or an error it was raised from, is a full disk (any library's kind)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if getattr(error, "errno", None) in NO_SPACE_ERRNOS or NO_SPACE_TEXT in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def no_space_error(error, fallback=None):
+    """`error` as a `NoSpaceError` naming its file (or `fallback`), or None if the disk
+    is not full."""
+    if isinstance(error, NoSpaceError):
+        return error
+    if not is_no_space(error):
+        return None
+    return NoSpaceError(getattr(error, "filename", None) or fallback or os.getcwd())
+
+
+def _kill_if_asked(path):
+    """Tests only: SIGKILL this process when `path` contains `$ZOO_TEST_KILL_BEFORE_RENAME`
+    (the worst moment: the new version complete under its temporary name)."""
+    pattern = os.environ.get(KILL_HOOK)
+    if pattern and pattern in str(path):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def replace(path, write):
@@ -27,16 +117,23 @@ def replace(path, write):
     `.weights.h5`); it is removed when `write` raises.
     """
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}",
-                                         dir=path.parent)
-    os.close(handle)
+    stem, dot, suffixes = path.name.partition(".")  # "epoch-1.weights.h5": keep ".weights.h5"
+    temporary = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".tmp{dot}{suffixes}",
+                                             dir=path.parent)
+        os.close(handle)
+        os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes it 0o600
         write(pathlib.Path(temporary))
+        _kill_if_asked(path)
         os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+    except BaseException as error:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        if no_space_error(error) is not None:
+            raise NoSpaceError(path) from error
         raise
     return path
 
@@ -64,9 +161,19 @@ def write_json(path, data):
     return write_text(path, to_json(data))
 
 
-def read_json(path):
-    """The JSON content of the file `path`."""
-    return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+def read_json(path, kind=None):
+    """The JSON content of the file `path`; `CorruptFileError` if it is not JSON (or not
+    of the type `kind`, e.g. `dict`)."""
+    path = pathlib.Path(path)
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        what = "empty" if not path.stat().st_size else "not valid JSON (truncated?)"
+        raise CorruptFileError(path, what, error) from None
+    if kind is not None and not isinstance(content, kind):
+        raise CorruptFileError(path, f"a JSON {kind.__name__} expected, "
+                               f"found a {type(content).__name__}")
+    return content
 
 
 def normalise(value):
@@ -92,19 +199,79 @@ def write_directory(path, save, before_rename=None):
     any exception the temporary folder is removed.
     """
     path = pathlib.Path(path)
-    temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-", dir=path.parent))
+    temporary = None
     try:
+        temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-", dir=path.parent))
         save(temporary)
         if before_rename is not None:
             before_rename()
+        _kill_if_asked(path)
         try:
             os.rename(temporary, path)
         except OSError as error:  # e.g. created concurrently (ENOTEMPTY)
             raise FileExistsError(f"could not rename {temporary} to {path}: {error}") from error
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
+    except BaseException as error:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+        if no_space_error(error) is not None:
+            raise NoSpaceError(path) from error
         raise
     return path
+
+
+def numbered_directories(base):
+    """The integer-named folders under `base`, as a sorted list of ints."""
+    base = pathlib.Path(base)
+    if not base.is_dir():
+        return []
+    return sorted(int(child.name) for child in base.iterdir()
+                  if child.is_dir() and child.name.isascii() and child.name.isdigit())
+
+
+def write_numbered_directory(base, save, number=None, renumber=None):
+    """Write the folder `base/<number>` whole or not at all, as `write_directory`.
+
+    `save(temporary, number)` fills a new folder beside the target. `number=None`
+    takes the next number after the largest in `base`; when another writer takes
+    it first, `renumber(temporary, new_number)` is called and the next free
+    number is tried, so two writers started at once get two complete folders.
+    A given `number` that is taken raises `FileExistsError`.
+
+    Returns:
+        `(path, number)`.
+    """
+    base = pathlib.Path(base)
+    taken = f"{base}: version {{}} already exists; versions are never overwritten"
+    if number is not None and number in numbered_directories(base):
+        raise FileExistsError(taken.format(number))
+    chosen = number if number is not None else (numbered_directories(base) or [0])[-1] + 1
+    temporary = None
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{chosen}-", dir=base))
+        save(temporary, chosen)
+        while True:
+            target = base / str(chosen)
+            _kill_if_asked(target)
+            try:
+                if target.exists():  # os.rename would replace an empty folder
+                    raise FileExistsError(errno.EEXIST, "exists", str(target))
+                os.rename(temporary, target)  # fails onto a non-empty folder (ENOTEMPTY)
+                return target, chosen
+            except OSError as error:
+                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                if number is not None:
+                    raise FileExistsError(taken.format(number)) from None
+            chosen = max(chosen, *numbered_directories(base)) + 1  # written meanwhile
+            if renumber is not None:
+                renumber(temporary, chosen)
+    except BaseException as error:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+        if no_space_error(error) is not None:
+            raise NoSpaceError(base / str(chosen)) from error
+        raise
 
 
 def _json_default(value):

@@ -25,7 +25,7 @@ import pathlib
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from zoo import text
+from zoo import files, text
 
 TYPE = "marian"
 SPM_FILENAME = "marian.spm"
@@ -154,12 +154,11 @@ class MarianTokenizer(tf.Module):
         """Write `marian.spm`, `vocab.json` and `tokenizer.json` into `directory`."""
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / SPM_FILENAME).write_bytes(self._model)
-        (directory / VOCAB_FILENAME).write_text(
-            json.dumps(self._vocab, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        (directory / text.CONFIG_FILENAME).write_text(
-            json.dumps({"format_version": 1, **self.get_config()}, indent=2) + "\n",
-            encoding="utf-8")
+        files.replace(directory / SPM_FILENAME, lambda path: path.write_bytes(self._model))
+        files.write_text(directory / VOCAB_FILENAME,
+                         json.dumps(self._vocab, ensure_ascii=False, indent=1) + "\n")
+        files.write_text(directory / text.CONFIG_FILENAME,
+                         json.dumps({"format_version": 1, **self.get_config()}, indent=2) + "\n")
         return directory
 
     @classmethod

@@ -1,11 +1,12 @@
 """What every `zoo.plot` picture shares: a figure on its own Agg canvas, saving it,
 and checking the arrays and token labels it is given."""
 
-import pathlib
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from zoo import files
 
 DPI = 100
 
@@ -20,9 +21,7 @@ def new_figure(width, height):
 def finish(figure, path):
     """Save `figure` as a PNG at `path` (folders created) unless `path` is None; return it."""
     if path is not None:
-        path = pathlib.Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=DPI, format="png")
+        files.replace(path, lambda temporary: figure.savefig(temporary, dpi=DPI, format="png"))
     return figure
 
 

@@ -18,8 +18,9 @@
     zoo demo [--minutes M]
 
 User errors (unknown model, missing file, bad --set, a dataset that does not
-fit the model) print one line and exit with code 2; set ZOO_DEBUG=1 to see
-the traceback instead.
+fit the model, a corrupt file) print one line and exit with code 2; a full
+disk prints one line (the file, the free space) and exits with code 1; set
+ZOO_DEBUG=1 to see the traceback instead.
 
 The modules: `arguments` (what every command shares), one per command or
 pair of commands (`models`: list, describe; `train`; `evaluate`: evaluate,

@@ -6,7 +6,8 @@ import ast
 
 from zoo.runs.options import TrainingOptions
 
-EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered
+EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered;
+# any command: the disk filled (the file and the free space said in one line)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

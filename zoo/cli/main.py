@@ -4,7 +4,14 @@ import argparse
 import os
 import sys
 
-from zoo.cli.arguments import EXIT_INTERRUPTED, EXIT_USAGE, ArgumentParser, UserError
+from zoo import files
+from zoo.cli.arguments import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    ArgumentParser,
+    UserError,
+)
 from zoo.cli.demo import add_demo_parser
 from zoo.cli.evaluate import add_evaluate_parser, add_predict_parser
 from zoo.cli.models import add_describe_parser, add_list_parser
@@ -35,11 +42,30 @@ def build_parser():
     return parser
 
 
+def _run(args):
+    """`args.func(args)`, with a full disk met by any library raised as `files.NoSpaceError`."""
+    try:
+        return args.func(args)
+    except files.NoSpaceError:
+        raise
+    except Exception as error:
+        written = [getattr(args, key, None) for key in ("out", "directory", "to", "run_dir")]
+        full = files.no_space_error(error, fallback=next(filter(None, written), None))
+        if full is None:
+            raise
+        raise full from error
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = args.func(args) or 0
+        code = _run(args) or 0
+    except files.NoSpaceError as error:
+        if os.environ.get("ZOO_DEBUG"):
+            raise
+        print(f"zoo {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
     except (UserError, ValueError, FileNotFoundError, NotADirectoryError) as error:
         # ValueError covers the zoo's own checks (unknown model, bad override values,
         # data that does not fit the model); FileNotFoundError missing data or runs.

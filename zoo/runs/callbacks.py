@@ -1,7 +1,6 @@
 """The Keras callbacks of a run: a history, checkpoints and a backup that a kill at any
 moment leaves consistent, and the two stopping rules (`max_steps`, `time_limit`)."""
 
-import json
 import pathlib
 import time
 
@@ -137,11 +136,18 @@ class Backup(keras.callbacks.BackupAndRestore):
         self.restored_epoch, self.steps = 0, 0
         if not metadata_path.exists():
             return
-        metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
+        metadata = files.read_json(metadata_path, dict)
         weights = self.read_dir / metadata["weights"]
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
-        self.model.load_weights(weights)
+        try:
+            self.model.load_weights(weights)
+        except (OSError, ValueError) as error:  # h5py: truncated or not HDF5
+            if not weights.is_file():
+                raise
+            raise files.CorruptFileError(
+                weights, "the backup's weights do not load", error,
+                hint=f"remove {self.read_dir} to train again from the start") from None
         self.model._initial_epoch = metadata["epoch"]  # what fit() starts from, as in Keras
         self.restored_epoch = metadata["epoch"]
         self.steps = metadata.get("steps", 0)
@@ -150,7 +156,8 @@ class Backup(keras.callbacks.BackupAndRestore):
         directory = pathlib.Path(self.backup_dir)
         directory.mkdir(parents=True, exist_ok=True)
         name = f"epoch-{self._current_epoch}.weights.h5"
-        self.model.save_weights(directory / name, overwrite=True)
+        files.replace(directory / name,
+                      lambda temporary: self.model.save_weights(temporary, overwrite=True))
         files.write_json(
             directory / "training_metadata.json",
             {"epoch": self._current_epoch, "batch": 0, "steps": self.steps, "weights": name},

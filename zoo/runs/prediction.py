@@ -1,7 +1,6 @@
 """`predict`: translate sentences or classify image files with a run directory or an
 exported SavedModel."""
 
-import json
 import pathlib
 import re
 
@@ -10,7 +9,9 @@ import numpy as np
 import PIL
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 - registers the tokenizer's ops for loading SavedModels
+from google.protobuf import message
 
+from zoo import files
 from zoo.runs.inference import translate
 from zoo.runs.rundir import load_run
 
@@ -142,7 +143,7 @@ def _translate_with_saved_model(path, signatures, inputs, beam_size):
     """Translations by the export's `serving_default` (beam search) or `greedy` signature."""
     default = signatures["serving_default"]
     metadata_path = path / "assets.extra" / "zoo_export.json"
-    exported = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
+    exported = files.read_json(metadata_path, dict) if metadata_path.is_file() else {}
     if beam_size not in (None, 1) and beam_size != exported.get("beam_size", beam_size):
         raise ValueError(
             f"{path} was exported with beam size {exported['beam_size']}: use --beam-size "
@@ -157,8 +158,18 @@ def _translate_with_saved_model(path, signatures, inputs, beam_size):
     return [{"input": s, "translation": t} for s, t in zip(inputs, translations)]
 
 
+def _load_saved_model(path):
+    """`tf.saved_model.load(path)`; `CorruptFileError` naming the folder if it does not load."""
+    try:
+        return tf.saved_model.load(str(path))
+    except (tf.errors.OpError, OSError, ValueError, message.DecodeError) as error:
+        reason = (getattr(error, "message", None) or str(error)).split("\n")[0][:300]
+        raise files.CorruptFileError(path, "the SavedModel does not load (truncated or damaged "
+                                     "saved_model.pb or variables/)", reason) from None
+
+
 def _predict_saved_model(path, inputs, beam_size, top_k):
-    loaded = tf.saved_model.load(str(path))
+    loaded = _load_saved_model(path)
     signatures = dict(loaded.signatures)
     if "serving_default" not in signatures:
         raise ValueError(f"{path} has no serving_default signature")

@@ -77,16 +77,20 @@ def read_history(path):
     if not path.is_file():
         return []
     rows = []
-    with path.open(newline="", encoding="utf-8") as file:
-        for row in csv.DictReader(file):
-            parsed = {}
-            for key, value in row.items():
-                try:
-                    parsed[key] = float(value)
-                except (TypeError, ValueError):
-                    parsed[key] = float("nan")
-            parsed["epoch"] = int(parsed["epoch"])
-            rows.append(parsed)
+    try:
+        with path.open(newline="", encoding="utf-8") as file:
+            for row in csv.DictReader(file):
+                parsed = {}
+                for key, value in row.items():
+                    try:
+                        parsed[key] = float(value)
+                    except (TypeError, ValueError):
+                        parsed[key] = float("nan")
+                parsed["epoch"] = int(parsed["epoch"])
+                rows.append(parsed)
+    except (KeyError, ValueError, UnicodeDecodeError, csv.Error) as error:
+        raise files.CorruptFileError(path, "not a history of epochs (truncated?)",
+                                     f"{type(error).__name__}: {error}") from None
     return rows
 
 
@@ -163,8 +167,21 @@ def load_tokenizers(run_dir, config=None):
     config = config or read_config(run_dir)
     separate = bool(config["training"].get("separate_vocabularies"))
     source_dir, target_dir = tokenizer_dirs(run_dir, separate)
-    source = tokenizers.load(source_dir)  # whichever kind tokenizer.json names
-    return source, (tokenizers.load(target_dir) if separate else source)
+    source = _load_tokenizer(source_dir)  # whichever kind tokenizer.json names
+    return source, (_load_tokenizer(target_dir) if separate else source)
+
+
+def _load_tokenizer(directory):
+    try:
+        return tokenizers.load(directory)
+    except (FileNotFoundError, files.CorruptFileError):
+        raise
+    except Exception as error:  # each kind's own errors: sentencepiece, JSON, vocabulary
+        data = [path for path in pathlib.Path(directory).iterdir()
+                if path.is_file() and path.name != "tokenizer.json"]
+        named = data[0] if len(data) == 1 else directory  # e.g. sentencepiece.model
+        raise files.CorruptFileError(named, "the tokenizer does not load",
+                                     f"{type(error).__name__}: {error}") from None
 
 
 def read_config(run_dir):
@@ -174,7 +191,11 @@ def read_config(run_dir):
         raise FileNotFoundError(
             f"{run_dir} is not a run directory: {path} not found (zoo train --out makes one)"
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    config = files.read_json(path, dict)
+    missing = [key for key in ("model", "kind", "model_config", "training") if key not in config]
+    if missing:
+        raise files.CorruptFileError(path, f"no {', '.join(missing)} in it")
+    return config
 
 
 def read_config_file(path):
@@ -185,11 +206,13 @@ def read_config_file(path):
     `zoo tune` (its `config` and `fit`).
     """
     path = pathlib.Path(path)
+    if path.is_dir():
+        raise ValueError(f"config file {path} is a folder, not a JSON file")
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"config file {path} is not valid JSON: {error}") from None
     if not isinstance(content, dict):
         raise ValueError(
@@ -229,13 +252,28 @@ def load_run(run_dir, checkpoint="best"):
         raise FileNotFoundError(
             f"no checkpoint {path} in {run_dir}: the run has not finished an epoch yet"
         )
-    model = keras.saving.load_model(path, compile=False)
+    model = _load_checkpoint(path, run_dir)
     run = Run(run_dir=run_dir, config=config, model=model, kind=config["kind"], checkpoint=path)
     if run.kind == "translation":
         run.source_tokenizer, run.target_tokenizer = load_tokenizers(run_dir, config)
     else:
         run.class_names = list(config["data"]["class_names"])
     return run
+
+
+def _load_checkpoint(path, run_dir):
+    """The model in the `.keras` file `path`; `CorruptFileError` if the file is not a whole
+    `.keras` archive (naming the run's other checkpoint, when there is one)."""
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except Exception as error:
+        if files.is_whole_zip(path):
+            raise
+        reason = "empty" if not path.stat().st_size else "not a whole .keras archive (truncated?)"
+        others = [name for name in ("best", "last") if name != path.stem
+                  and (run_dir / "checkpoints" / f"{name}.keras").is_file()]
+        hint = f"try --checkpoint {others[0]}" if others else ""
+        raise files.CorruptFileError(path, reason, hint=hint) from error
 
 
 def as_run(run_or_dir, checkpoint="best"):

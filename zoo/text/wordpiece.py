@@ -9,6 +9,7 @@ import pathlib
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from zoo import files
 from zoo.text.ids import ID_SPECS, clean_ids, lookup_ids
 from zoo.text.normalization import check_options, split_words
 from zoo.text.vocabulary import train_wordpiece_vocabulary
@@ -223,13 +224,9 @@ class WordPieceTokenizer(tf.Module):
         """Write `vocab.txt` (one token a line) and `tokenizer.json` into `directory`."""
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / VOCAB_FILENAME).write_text(
-            "\n".join(self._vocabulary) + "\n", encoding="utf-8"
-        )
-        (directory / CONFIG_FILENAME).write_text(
-            json.dumps({"format_version": 1, **self.get_config()}, indent=2) + "\n",
-            encoding="utf-8",
-        )
+        files.write_text(directory / VOCAB_FILENAME, "\n".join(self._vocabulary) + "\n")
+        files.write_text(directory / CONFIG_FILENAME,
+                         json.dumps({"format_version": 1, **self.get_config()}, indent=2) + "\n")
         return directory
 
     @classmethod

@@ -5,6 +5,7 @@ import os
 import pathlib
 
 import keras_tuner
+import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
 from zoo import distribute, files
@@ -201,12 +202,17 @@ def tune(
     settings_path, settings = _check_same_search(
         pathlib.Path(directory) / (project_name or name), model, tuner, objective, overwrite
     )
-    search = make_tuner(
-        model, tuner, objective=objective, max_trials=max_trials, directory=directory,
-        project_name=project_name, overwrite=overwrite, strategy=strategy, seed=seed,
-        max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
-        max_consecutive_failed_trials=max_consecutive_failed_trials,
-    )
+    try:  # resuming reloads keras-tuner's state (oracle.json, trial.json)
+        search = make_tuner(
+            model, tuner, objective=objective, max_trials=max_trials, directory=directory,
+            project_name=project_name, overwrite=overwrite, strategy=strategy, seed=seed,
+            max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
+            max_consecutive_failed_trials=max_consecutive_failed_trials,
+        )
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, tf.errors.NotFoundError) as error:
+        raise files.CorruptFileError(
+            settings_path.parent, "keras-tuner's saved state does not load", error,
+            hint="--overwrite starts the search over") from None
     if verbose:
         print(f"Search space of {name}:")
         print(model.search_space if isinstance(model.search_space, SearchSpace)
@@ -245,6 +251,9 @@ def _check_same_search(project_dir, model, tuner, objective_spec, overwrite):
     Returns:
         `(path, settings)` for the caller to write once the tuner exists.
     """
+    for folder in (project_dir.parent, project_dir):
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(f"the search directory {folder} is a file, not a folder")
     hp = keras_tuner.HyperParameters()
     model.declare_hyperparameters(hp)
     target = parse_objective(objective_spec)
@@ -257,7 +266,7 @@ def _check_same_search(project_dir, model, tuner, objective_spec, overwrite):
     }, default=str))
     path = pathlib.Path(project_dir) / "zoo_search.json"
     if path.is_file() and not overwrite:
-        saved = json.loads(path.read_text())
+        saved = files.read_json(path, dict)
         changed = sorted(k for k in settings if settings[k] != saved.get(k))
         if changed:
             raise ValueError(

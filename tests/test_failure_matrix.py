@@ -1,0 +1,506 @@
+"""The failure matrix: every user-facing command meets each fault that applies to it.
+
+Each `Cell` of `MATRIX` states the expected outcome and the test checks all
+three parts: the exit code; one line on stderr (matching `message`), no
+traceback; what is on disk afterwards (`disk`, checked by `check`): no
+half-written file under its final name, the previous version intact. The
+in-process cells call `zoo.cli.main`; the kills and the concurrent exports
+run `python -m zoo` in subprocesses. One tiny run and one export are made per
+session and copied for each cell.
+
+`render_table()` is `docs/reliability.md` (written by `tools/reliability_table.py`);
+`test_reliability_doc_is_the_rendered_matrix` keeps the two equal.
+"""
+
+import contextlib
+import dataclasses
+import errno
+import hashlib
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from zoo import cli, files, runs
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "reliability.md"
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1",  # this checkout's zoo
+           PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+ENV.pop("ZOO_DEBUG", None)
+TINY = ["--set", "num_encoder_layers=1", "--set", "num_decoder_layers=1", "--set", "d_model=16",
+        "--set", "num_heads=2", "--set", "intermediate_dim=32", "--set", "vocabulary_size=100",
+        "--set", "max_length=16"]
+DATA = ["--data", "numbers", "--train-size", "64", "--test-size", "8", "--batch-size", "32"]
+TRAIN = ["train", "transformer-tiny", *DATA, "--epochs", "1", *TINY]
+TUNE = ["tune", "transformer-tiny", *DATA, "--epochs", "1", "--max-trials", "1", "--quiet", *TINY]
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
+TEMPORARY = re.compile(r"^\.(.+\.tmp(\..+)?|tmp-.+)$")  # zoo.files' temporary names
+TF_LOG = re.compile(r"^(WARNING: All log messages|[IWEF]\d{4} |To enable the following)")
+
+FAULTS = {
+    "missing": "missing path",
+    "wrong_kind": "wrong kind (file/folder)",
+    "empty": "empty file",
+    "truncated": "truncated file",
+    "other_format": "file of another format",
+    "no_space": "no space left (simulated)",
+    "no_space_tmpfs": "no space left (6 MB tmpfs)",
+    "sigkill": "SIGKILL while writing",
+    "concurrent": "two exports at once",
+}
+COMMANDS = ("train", "evaluate", "export", "predict", "tune", "describe")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One command meeting one fault: `args(ws)` prepares the workspace `ws` (a copy of the
+    session's run in `ws/run` and export in `ws/models`) and returns the command line."""
+
+    command: str
+    fault: str
+    what: str  # the fault, concretely
+    args: object
+    code: int
+    message: str  # regex of the one stderr line
+    disk: str  # what is on disk afterwards, in words
+    check: object = None  # check(ws, before): the disk (default: nothing changed)
+    full_disk_at: str = None  # simulated ENOSPC: the file name whose write fails
+
+    @property
+    def id(self):
+        return f"{self.command}-{self.fault}-{re.sub(r'[^a-z0-9]+', '_', self.what.lower())}"
+
+
+# === Workspace helpers ===
+
+
+def digest(root):
+    """`{relative path: sha256}` of every file under `root`."""
+    root = pathlib.Path(root)
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def temporaries(root):
+    return [str(p) for p in pathlib.Path(root).rglob("*") if TEMPORARY.match(p.name)]
+
+
+def write(path, content):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+def truncate(path):
+    data = path.read_bytes()
+    return write(path, data[: len(data) // 2])
+
+
+def unfinished(ws):
+    """The session's run as a killed run would leave it: no summary.json (resumable)."""
+    (ws / "run/summary.json").unlink()
+    return ws / "run"
+
+
+def unchanged(*parts):
+    """A check: the files under `ws/<part>` are byte for byte what they were."""
+
+    def check(ws, before):
+        for part in parts:
+            now = digest(ws)
+            kept = {k: v for k, v in before.items() if k.startswith(part)}
+            assert {k: now.get(k) for k in kept} == kept, f"{part} changed"
+            new = [k for k in now if k.startswith(part) and k not in before]
+            assert not [k for k in new if not TEMPORARY.match(pathlib.Path(k).name)], new
+
+    return check
+
+
+def versions(ws):
+    return sorted(int(p.name) for p in (ws / "models").iterdir() if p.name.isdigit())
+
+
+def only_version_1(ws, before):
+    assert versions(ws) == [1]
+    unchanged("models/1")(ws, before)
+
+
+def tune_state(ws, state):
+    """`ws/tuning` holding a search whose files (in its project folder) are `state`."""
+    for name, content in state.items():
+        write(ws / "tuning/transformer-tiny" / name, content)
+    return ws / "tuning"
+
+
+# === The matrix ===
+
+NOT_A_RUN = "is not a run directory"
+CORRUPT = "is corrupt"
+NO_SPACE = r"no space left on device while writing .*{} \(\d+\.\d MB free on .*\)"
+SAME = "nothing written or changed"
+
+MATRIX = [
+    # train
+    Cell("train", "missing", "--config names no file", lambda ws: [*TRAIN, "--config",
+         ws / "none.json", "--out", ws / "new"], 2, "config file not found", SAME,
+         lambda ws, before: not (ws / "new").exists() or pytest.fail("--out made")),
+    Cell("train", "wrong_kind", "--config is a folder", lambda ws: [*TRAIN, "--config", ws,
+         "--out", ws / "new"], 2, "is a folder", SAME),
+    Cell("train", "wrong_kind", "--out is a file", lambda ws: [*TRAIN, "--out", write(
+         ws / "file", "x")], 2, "Not a directory: .*file", SAME, unchanged("file")),
+    Cell("train", "empty", "--config is empty", lambda ws: [*TRAIN, "--config", write(
+         ws / "c.json", ""), "--out", ws / "new"], 2, "not valid JSON", SAME),
+    Cell("train", "truncated", "resumed run's config.json", lambda ws: [
+         "train", "transformer-tiny", "--out", truncate(unfinished(ws) / "config.json").parent],
+         2, f"config.json {CORRUPT}", "the run as it was", unchanged("run")),
+    Cell("train", "other_format", "--config is a PNG", lambda ws: [*TRAIN, "--config", write(
+         ws / "c.json", PNG), "--out", ws / "new"], 2, "not valid JSON", SAME),
+    Cell("train", "no_space", "while writing last.keras", lambda ws: [
+         "train", "transformer-tiny", "--out", unfinished(ws)], 1, NO_SPACE.format("last.keras"),
+         "checkpoints/ as before (last.keras the previous one); once space is freed the "
+         "same command finishes the run, each epoch once in history.csv",
+         unchanged("run/checkpoints"), full_disk_at="last.keras"),
+    # evaluate
+    Cell("evaluate", "missing", "no run directory", lambda ws: ["evaluate", ws / "none"], 2,
+         NOT_A_RUN, SAME),
+    Cell("evaluate", "wrong_kind", "a file given", lambda ws: [
+         "evaluate", ws / "run/history.csv"], 2, NOT_A_RUN, SAME, unchanged("run")),
+    Cell("evaluate", "empty", "config.json", lambda ws: ["evaluate", write(
+         ws / "run/config.json", "").parent], 2, f"config.json {CORRUPT}: empty", SAME),
+    Cell("evaluate", "truncated", "best.keras", lambda ws: ["evaluate", truncate(
+         ws / "run/checkpoints/best.keras").parent.parent], 2,
+         f"best.keras {CORRUPT}: .*truncated.*; try --checkpoint last", SAME, unchanged("run")),
+    Cell("evaluate", "truncated", "sentencepiece.model", lambda ws: ["evaluate", truncate(
+         ws / "run/tokenizer/sentencepiece.model").parents[1]], 2,
+         f"sentencepiece.model {CORRUPT}: the tokenizer does not load", SAME),
+    Cell("evaluate", "other_format", "best.keras is a PNG", lambda ws: ["evaluate", write(
+         ws / "run/checkpoints/best.keras", PNG).parents[1]], 2,
+         f"best.keras {CORRUPT}.*try --checkpoint last", SAME, unchanged("run")),
+    Cell("evaluate", "no_space", "while writing metrics.json", lambda ws: [
+         "evaluate", ws / "run", "--limit", "2"], 1, NO_SPACE.format("metrics.json"),
+         "no metrics.json, no temporary file", unchanged("run"), full_disk_at="metrics.json"),
+    # export
+    Cell("export", "missing", "no run directory", lambda ws: ["export", ws / "none", "--to",
+         ws / "models"], 2, NOT_A_RUN, SAME, only_version_1),
+    Cell("export", "wrong_kind", "--to is a file", lambda ws: ["export", ws / "run", "--to",
+         write(ws / "file", "x")], 2, "must be a directory; .*file is a file", SAME),
+    Cell("export", "empty", "last.keras", lambda ws: ["export", write(
+         ws / "run/checkpoints/last.keras", "").parents[1], "--checkpoint", "last", "--to",
+         ws / "models"], 2, f"last.keras {CORRUPT}: empty; try --checkpoint best",
+         "version 1 as it was, no version 2", only_version_1),
+    Cell("export", "truncated", "best.keras", lambda ws: ["export", truncate(
+         ws / "run/checkpoints/best.keras").parents[1], "--to", ws / "models"], 2,
+         f"best.keras {CORRUPT}.*try --checkpoint last", "version 1 as it was, no version 2",
+         only_version_1),
+    Cell("export", "other_format", "tokenizer.json is a PNG", lambda ws: ["export", write(
+         ws / "run/tokenizer/tokenizer.json", PNG).parents[1], "--to", ws / "models"], 2,
+         f"tokenizer.json {CORRUPT}", "version 1 as it was, no version 2", only_version_1),
+    Cell("export", "no_space", "while writing the SavedModel", lambda ws: [
+         "export", ws / "run", "--to", ws / "models"], 1, NO_SPACE.format("models/2"),
+         "version 1 as it was, no version 2, no temporary folder", only_version_1,
+         full_disk_at="saved_model"),
+    # predict
+    Cell("predict", "missing", "no model", lambda ws: ["predict", ws / "none", "zwei"], 2,
+         "neither a run directory", SAME),
+    Cell("predict", "wrong_kind", "a .keras file given", lambda ws: [
+         "predict", ws / "run/checkpoints/best.keras", "zwei"], 2, "neither a run directory",
+         SAME, unchanged("run")),
+    Cell("predict", "empty", "saved_model.pb", lambda ws: ["predict", write(
+         ws / "models/1/saved_model.pb", "").parent, "zwei"], 2,
+         f"{CORRUPT}: the SavedModel does not load", SAME),
+    Cell("predict", "truncated", "saved_model.pb", lambda ws: ["predict", truncate(
+         ws / "models/1/saved_model.pb").parent, "zwei"], 2,
+         f"{CORRUPT}: the SavedModel does not load", SAME),
+    Cell("predict", "truncated", "run's best.keras", lambda ws: ["predict", truncate(
+         ws / "run/checkpoints/best.keras").parents[1], "zwei"], 2,
+         f"best.keras {CORRUPT}.*try --checkpoint last", SAME),
+    Cell("predict", "other_format", "saved_model.pb is a PNG", lambda ws: ["predict", write(
+         ws / "models/1/saved_model.pb", PNG).parent, "zwei"], 2,
+         f"{CORRUPT}: the SavedModel does not load", SAME),
+    # tune
+    Cell("tune", "missing", "--data tsv: names no file", lambda ws: [
+         *TUNE[:2], "--data", f"tsv:{ws / 'none.tsv'}", *TUNE[4:], "--directory", ws / "tuning"],
+         2, "not found", SAME, lambda ws, before: not (ws / "tuning").exists() or pytest.fail()),
+    Cell("tune", "wrong_kind", "--directory is a file", lambda ws: [
+         *TUNE, "--directory", write(ws / "file", "x")], 2, "is a file, not a folder", SAME,
+         unchanged("file")),
+    Cell("tune", "empty", "zoo_search.json", lambda ws: [*TUNE, "--directory", tune_state(
+         ws, {"zoo_search.json": ""})], 2, f"zoo_search.json {CORRUPT}: empty", SAME,
+         unchanged("tuning")),
+    Cell("tune", "truncated", "keras-tuner's oracle.json", lambda ws: [
+         *TUNE, "--directory", tune_state(
+         ws, {"tuner0.json": "{}", "oracle.json": '{"ongoing_trials": {}, "tr'})], 2,
+         f"transformer-tiny {CORRUPT}: keras-tuner's saved state does not load", SAME,
+         unchanged("tuning")),
+    Cell("tune", "other_format", "zoo_search.json is a PNG", lambda ws: [
+         *TUNE, "--directory", tune_state(ws, {"zoo_search.json": PNG})], 2,
+         f"zoo_search.json {CORRUPT}", SAME, unchanged("tuning")),
+    Cell("tune", "no_space", "while writing zoo_search.json", lambda ws: [
+         *TUNE, "--directory", ws / "tuning"], 1, NO_SPACE.format("zoo_search.json"),
+         "no zoo_search.json, no temporary file",
+         lambda ws, before: not (ws / "tuning/transformer-tiny/zoo_search.json").exists()
+         or pytest.fail("zoo_search.json written"), full_disk_at="zoo_search.json"),
+    # describe
+    Cell("describe", "missing", "an unknown model", lambda ws: ["describe", "transformr-tiny"],
+         2, "(?i)did you mean", SAME),
+]
+
+
+def resumed_history(ws, before):
+    """The same command finishes the run: each epoch once in history.csv."""
+    assert (ws / "run/summary.json").is_file()
+    assert (ws / "run/history.csv").read_text().splitlines()[1].startswith("0,")
+    assert len((ws / "run/history.csv").read_text().splitlines()) == 2
+
+
+def two_new_versions(ws, before):
+    assert versions(ws) == [1, 2, 3]
+    unchanged("models/1")(ws, before)
+    for number in (2, 3):
+        assert (ws / f"models/{number}/saved_model.pb").stat().st_size > 0
+        metadata = files.read_json(ws / f"models/{number}/assets.extra/zoo_export.json")
+        assert metadata["version"] == number
+
+
+def killed_export(ws, before):
+    only_version_1(ws, before)
+    assert [p.name[:6] for p in (ws / "models").iterdir() if not p.name.isdigit()] == [".tmp-2"]
+
+
+KILL = files.KILL_HOOK
+SUBPROCESS_CELLS = [  # (cell, environment); run at once, each in its own workspace
+    (Cell("train", "sigkill", "before last.keras is renamed", lambda ws: [
+          "train", "transformer-tiny", "--out", unfinished(ws)], -9, "",
+          "checkpoints/ as before (a hidden temporary is left, which nothing reads)",
+          unchanged("run/checkpoints")),
+     {KILL: "checkpoints/last.keras"}),
+    (Cell("export", "sigkill", "before the version folder is renamed", lambda ws: [
+          "export", ws / "run", "--to", ws / "models"], -9, "",
+          "version 1 as it was, no version 2 (a hidden .tmp-2-* folder is left)", killed_export),
+     {KILL: "models/2"}),
+    (Cell("export", "concurrent", "the same run, the same --to", lambda ws: [
+          "export", ws / "run", "--to", ws / "models"], 0, "",
+          "versions 2 and 3, each complete and naming its own number; version 1 as it was",
+          two_new_versions), {}),
+]
+TMPFS_CELL = Cell(
+    "train", "no_space_tmpfs", "resumed run, 100 kB left", lambda ws: [
+        "train", "transformer-tiny", "--out", ws / "run"], 1, NO_SPACE.format(""),
+    "checkpoints/ as before, no temporary file", unchanged("run/checkpoints"))
+
+
+# === Running the cells ===
+
+
+def run_main(argv):
+    try:
+        return cli.main([str(a) for a in argv])
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def check_outcome(cell, code, err, ws, before):
+    """The three parts of a cell's outcome: exit code, one stderr line, the disk."""
+    assert code == cell.code, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    lines = [line for line in err.splitlines() if line.strip() and not TF_LOG.match(line)]
+    if cell.message:
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"zoo {cell.command}: error: "), lines[0]
+        assert re.search(cell.message, lines[0]), (cell.message, lines[0])
+    assert not temporaries(ws) or cell.fault == "sigkill", temporaries(ws)
+    (cell.check or unchanged(""))(ws, before)  # by default: nothing changed at all
+
+
+def full_disk_at(monkeypatch, name):
+    """Writes of the file `name` (or the SavedModel, `"saved_model"`) fill the disk halfway."""
+    if name == "saved_model":
+        real_save = tf.saved_model.save
+
+        def save(obj, directory, **kwargs):
+            real_save(obj, directory, **kwargs)
+            truncate(pathlib.Path(directory) / "saved_model.pb")
+            raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+        monkeypatch.setattr(tf.saved_model, "save", save)
+        return
+    real_replace = files.replace
+
+    def replace(path, write_file):
+        if pathlib.Path(path).name != name:
+            return real_replace(path, write_file)
+
+        def half(temporary):
+            write_file(temporary)
+            truncate(temporary)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temporary))
+
+        return real_replace(path, half)
+
+    monkeypatch.setattr(files, "replace", replace)
+
+
+@pytest.fixture(scope="session")
+def made(tmp_path_factory):
+    """One tiny finished run (1 epoch) and its export (version 1), for every cell."""
+    root = tmp_path_factory.mktemp("matrix")
+    assert run_main([*TRAIN, "--out", root / "run"]) == 0
+    assert run_main(["export", root / "run", "--to", root / "models"]) == 0
+    return root
+
+
+def workspace(made, path):
+    shutil.copytree(made / "run", path / "run")
+    shutil.copytree(made / "models", path / "models")
+    return path
+
+
+@pytest.fixture
+def ws(made, started, tmp_path):
+    return workspace(made, tmp_path)
+
+
+@pytest.mark.parametrize("cell", MATRIX, ids=lambda cell: cell.id)
+def test_cell(cell, ws, capsys, monkeypatch):
+    argv = cell.args(ws)
+    before = digest(ws)
+    if cell.full_disk_at:
+        full_disk_at(monkeypatch, cell.full_disk_at)
+    code = run_main(argv)
+    monkeypatch.undo()
+    check_outcome(cell, code, capsys.readouterr().err, ws, before)
+    if cell.command == "train" and cell.full_disk_at:  # once space is freed: resumes
+        assert run_main(argv) == 0
+        resumed_history(ws, before)
+
+
+@pytest.fixture(scope="session")
+def started(made, tmp_path_factory):
+    """The kills and the concurrent exports, started at once as soon as the session's run
+    exists (they run beside the in-process cells)."""
+    processes = []
+    for index, (cell, env) in enumerate(SUBPROCESS_CELLS):
+        ws = workspace(made, tmp_path_factory.mktemp(f"sub{index}"))
+        argv = [sys.executable, "-m", "zoo", *map(str, cell.args(ws))]
+        before = digest(ws)
+        copies = 2 if cell.fault == "concurrent" else 1
+        processes.append((cell, ws, before, [
+            subprocess.Popen(argv, env={**ENV, **env}, cwd=ws, text=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            for _ in range(copies)]))
+    yield processes
+    for *_, running in processes:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="session")
+def subprocess_outcomes(started):
+    """`[(cell, ws, before, [(exit code, stderr) per process])]`."""
+    return [(cell, ws, before, [(p.wait(timeout=300), p.stderr.read()) for p in running])
+            for cell, ws, before, running in started]
+
+
+@pytest.mark.parametrize("index", range(len(SUBPROCESS_CELLS)),
+                         ids=[cell.id for cell, _ in SUBPROCESS_CELLS])
+def test_subprocess_cell(index, subprocess_outcomes):
+    cell, ws, before, results = subprocess_outcomes[index]
+    for code, err in results:
+        check_outcome(cell, code, err, ws, before)
+
+
+@contextlib.contextmanager
+def small_tmpfs(path, size="6m"):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mount -t tmpfs failed: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_real_full_disk(made, tmp_path, capsys):
+    cell = TMPFS_CELL
+    with small_tmpfs(tmp_path / "tmpfs") as disk:
+        shutil.copytree(made / "run", disk / "run")
+        unfinished(disk)
+        filler = disk / "filler"
+        write(filler, bytes(max(0, shutil.disk_usage(disk).free - 100_000)))
+        argv, before = cell.args(disk), digest(disk)
+        check_outcome(cell, run_main(argv), capsys.readouterr().err, disk, before)
+
+
+# === docs/reliability.md ===
+
+
+def all_cells():
+    return [*MATRIX, *(cell for cell, _ in SUBPROCESS_CELLS), TMPFS_CELL]
+
+
+def render_table():
+    """docs/reliability.md: the matrix, fault x command, then every cell's outcome."""
+    cells = all_cells()
+    lines = [
+        "# Reliability: what each command does when things go wrong",
+        "",
+        "Generated from `tests/test_failure_matrix.py` by `tools/reliability_table.py`; a test",
+        "fails when this file and the test table differ. Every cell is checked: the exit code,",
+        "one line on stderr and no traceback, and the files on disk afterwards (no",
+        "half-written file under its final name; the previous version intact). Exit codes:",
+        "2 a bad or corrupt input, 1 the disk is full, -9 killed (SIGKILL), 0 success.",
+        "",
+        "| fault | " + " | ".join(f"`{command}`" for command in COMMANDS) + " |",
+        "|---|" + "---|" * len(COMMANDS),
+    ]
+    for fault, title in FAULTS.items():
+        row = []
+        for command in COMMANDS:
+            codes = [str(c.code) for c in cells if c.fault == fault and c.command == command]
+            row.append(", ".join(codes) if codes else "—")
+        lines.append(f"| {title} | " + " | ".join(row) + " |")
+    lines += ["", "— : the fault does not apply (the command reads or writes no such file).",
+              "", "| command | fault | case | exit | stderr (regex) | on disk afterwards |",
+              "|---|---|---|---|---|---|"]
+    for cell in cells:
+        message = f"`{cell.message}`".replace("|", "\\|") if cell.message else "(killed)"
+        if cell.fault == "concurrent":
+            message = "(none)"
+        lines.append(f"| {cell.command} | {FAULTS[cell.fault]} | {cell.what} | {cell.code} "
+                     f"| {message} | {cell.disk} |")
+    return "\n".join(lines) + "\n"
+
+
+def test_reliability_doc_is_the_rendered_matrix():
+    assert DOC.read_text(encoding="utf-8") == render_table(), (
+        "docs/reliability.md is out of date: run `python tools/reliability_table.py`")
+
+
+def test_a_history_that_is_not_csv_is_reported_as_corrupt(tmp_path):
+    path = write(tmp_path / "history.csv", PNG)
+    with pytest.raises(files.CorruptFileError, match=f"{path} is corrupt"):
+        runs.read_history(path)
+    write(path, "epoch,loss\n0,0.5\nx,0.4\n")
+    with pytest.raises(files.CorruptFileError, match="not a history of epochs"):
+        runs.read_history(path)
+
+
+def test_every_command_meets_the_faults():
+    met = {(cell.command, cell.fault) for cell in all_cells()}
+    for command in COMMANDS:
+        assert (command, "missing") in met
+    for command in ("train", "evaluate", "export", "predict", "tune"):
+        for fault in ("wrong_kind", "empty", "truncated", "other_format"):
+            assert (command, fault) in met, (command, fault)
