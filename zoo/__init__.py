@@ -25,11 +25,10 @@ from zoo import (
     vit_checkpoints,
     vit_pretrained,
 )
+from zoo.description import Description, describe
 from zoo.registry import (
-    Description,
     UnknownModelError,
     config,
-    describe,
     entry,
     get,
     list,  # noqa: A004 - the zoo's public name

@@ -8,7 +8,7 @@ from typing import Any
 
 import keras_tuner
 
-from zoo import files, registry
+from zoo import description, files, registry
 from zoo.tuning.hypermodel import ZooHyperModel
 
 BEST_CONFIG = "best_config.json"
@@ -22,9 +22,9 @@ def completed_trials(tuner, num_trials):
 
 def _num_params(name, overrides):
     with contextlib.suppress(Exception):
-        description = registry.describe(name, **overrides)
-        if description.num_params is not None:
-            return description.num_params
+        entry = description.describe(name, **overrides)
+        if entry.num_params is not None:
+            return entry.num_params
         return registry.get(name, compile=False, **overrides).count_params()
     return None
 

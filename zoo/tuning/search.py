@@ -186,6 +186,38 @@ def tune(
         A `TuneResult`.
     """
     x, y = _split_data(data)
+    _check_tune_inputs(x, fixed, objective, validation_data, validation_split)
+    model = hypermodel(name, space=space, **fixed)
+    settings_path, settings = _check_same_search(
+        pathlib.Path(directory) / (project_name or name), model, tuner, objective, overwrite
+    )
+    search = _resumed_tuner(
+        settings_path, model, tuner, objective=objective, max_trials=max_trials,
+        directory=directory, project_name=project_name, overwrite=overwrite, strategy=strategy,
+        seed=seed, max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
+        max_consecutive_failed_trials=max_consecutive_failed_trials,
+    )
+    if verbose:
+        _print_space(name, model)
+    files.write_json(settings_path, settings)  # after any overwrite
+    fit_kwargs = dict(epochs=epochs, callbacks=list(callbacks or []), verbose=verbose,
+                      validation_data=validation_data, validation_split=validation_split,
+                      steps_per_epoch=steps_per_epoch, validation_steps=validation_steps)
+    search.search(x, y, **{key: value for key, value in fit_kwargs.items()
+                           if value is not None or key in ("epochs", "verbose")})
+    best = best_config(search, model, tuner)
+    path = write_best_config(best, pathlib.Path(directory) / BEST_CONFIG)
+    table = results_table(search, model, num_best)
+    if verbose:
+        done = len(completed_trials(search, len(search.oracle.trials)))
+        print(f"\nBest of {done} completed trial(s) of {name} ({tuner} search):")
+        print(table)
+        print(f"\nBest config written to {path}")
+    return TuneResult(search, model, best, path, table)
+
+
+def _check_tune_inputs(x, fixed, objective, validation_data, validation_split):
+    """Refuse a batch size for a batched dataset, and a validation objective without validation data."""
     if is_dataset(x):
         if fixed.setdefault("batch_size", None) is not None:  # the dataset's own batches
             raise ValueError(
@@ -198,47 +230,24 @@ def tune(
             f"The objective {objective!r} is a validation metric: pass validation_data "
             "(or validation_split with arrays)."
         )
-    model = hypermodel(name, space=space, **fixed)
-    settings_path, settings = _check_same_search(
-        pathlib.Path(directory) / (project_name or name), model, tuner, objective, overwrite
-    )
-    try:  # resuming reloads keras-tuner's state (oracle.json, trial.json)
-        search = make_tuner(
-            model, tuner, objective=objective, max_trials=max_trials, directory=directory,
-            project_name=project_name, overwrite=overwrite, strategy=strategy, seed=seed,
-            max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
-            max_consecutive_failed_trials=max_consecutive_failed_trials,
-        )
+
+
+def _resumed_tuner(settings_path, model, tuner, **options):
+    """`make_tuner`, which resumes from keras-tuner's state (oracle.json, trial.json) if any."""
+    try:
+        return make_tuner(model, tuner, **options)
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, tf.errors.NotFoundError) as error:
         raise files.CorruptFileError(
             settings_path.parent, "keras-tuner's saved state does not load", error,
             hint="--overwrite starts the search over") from None
-    if verbose:
-        print(f"Search space of {name}:")
-        print(model.search_space if isinstance(model.search_space, SearchSpace)
-              else f"  the entry's function {getattr(model.search_space, '__name__', '')}")
-        if model.fixed or model.fit_fixed:
-            print(f"Fixed: {', '.join(f'{k}={v!r}' for k, v in {**model.fixed, **model.fit_fixed}.items())}")
-    files.write_json(settings_path, settings)  # after any overwrite
-    fit_kwargs = dict(epochs=epochs, callbacks=list(callbacks or []), verbose=verbose)
-    if validation_data is not None:
-        fit_kwargs["validation_data"] = validation_data
-    if validation_split:
-        fit_kwargs["validation_split"] = validation_split
-    if steps_per_epoch is not None:
-        fit_kwargs["steps_per_epoch"] = steps_per_epoch
-    if validation_steps is not None:
-        fit_kwargs["validation_steps"] = validation_steps
-    search.search(x, y, **fit_kwargs)
-    best = best_config(search, model, tuner)
-    path = write_best_config(best, pathlib.Path(directory) / BEST_CONFIG)
-    table = results_table(search, model, num_best)
-    if verbose:
-        done = len(completed_trials(search, len(search.oracle.trials)))
-        print(f"\nBest of {done} completed trial(s) of {name} ({tuner} search):")
-        print(table)
-        print(f"\nBest config written to {path}")
-    return TuneResult(search, model, best, path, table)
+
+
+def _print_space(name, model):
+    print(f"Search space of {name}:")
+    print(model.search_space if isinstance(model.search_space, SearchSpace)
+          else f"  the entry's function {getattr(model.search_space, '__name__', '')}")
+    if model.fixed or model.fit_fixed:
+        print(f"Fixed: {', '.join(f'{k}={v!r}' for k, v in {**model.fixed, **model.fit_fixed}.items())}")
 
 
 def _check_same_search(project_dir, model, tuner, objective_spec, overwrite):
