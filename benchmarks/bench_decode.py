@@ -16,16 +16,23 @@ Variants, at batch 1 and 32 (`zoo.decode`):
   decoder blocks with self-attention key/value buffers, `tf.function`, and with XLA
   (`jit_compile=True`);
 - beam 4 (cached): `beam_search(beam_size=4)`, tokens of the returned hypothesis;
-- SavedModel: `zoo.export.export(...)`, then the `greedy` signature of the loaded
-  SavedModel (text in: tokenization, greedy decoding, a teacher-forced pass for the
-  score, detokenization), the same 32-token sources as text.
+- SavedModel: `zoo.export.export(...)` twice, without and with `jit_compile=True`
+  (XLA decoding inside the SavedModel), then the loaded SavedModels' `greedy`
+  signature (text in: tokenization, greedy decoding, a teacher-forced pass for the
+  score, detokenization) and `serving_default` (beam 4), the same 32-token sources
+  as text.
+
+The second table sets each SavedModel signature against the in-process cached XLA
+path of the same search (`greedy_decode` / `beam_search(beam_size=4)` with
+`jit_compile=True`): the median of the per-round ratios SavedModel / in-process
+(target: at most 1.3).
 
 Tokens/s = batch × 64 / wall time of one call. Every variant is warmed up (traced,
 compiled) first; then each round times every variant once, back to back, the order
 reversed every other round; the table shows medians over rounds, and the speed-up
 over uncached `tf.function` is the median of the per-round ratios.
 
-    python benchmarks/bench_decode.py                  # 5 rounds, about 2 minutes
+    python benchmarks/bench_decode.py                  # 5 rounds, about 5 minutes
     python benchmarks/bench_decode.py --rounds 9 --saved-model /tmp/decode_export
     python benchmarks/bench_decode.py --quick          # tiny sizes, 1 round (smoke test)
 """
@@ -44,9 +51,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402, F401 - registers the tokenizer ops for loading
 
 import zoo  # noqa: E402
 from zoo import decode, text  # noqa: E402
+from zoo import export as zoo_export  # noqa: E402
 
 FULL = dict(
     vocabulary=1000, sentences=4000, d_model=128, num_heads=4, intermediate_dim=512, layers=2,
@@ -133,18 +142,48 @@ class Variant:
         return time.perf_counter() - start, counts
 
 
-def export_saved_model(model, tokenizer, path, output_tokens):
-    from zoo import export as zoo_export
-
+def export_saved_model(model, tokenizer, path, output_tokens, jit_compile):
+    """Export (`jit_compile` or not) and load; returns (signatures, version path, seconds)."""
     started = time.perf_counter()
     version = zoo_export.export(
-        model, path, tokenizer=tokenizer, max_length=output_tokens, beam_size=4
+        model, path, tokenizer=tokenizer, max_length=output_tokens, beam_size=4,
+        jit_compile=jit_compile,
     )
     exported = time.perf_counter() - started
-    import tensorflow_text  # noqa: F401 - registers the tokenizer ops for loading
+    return tf.saved_model.load(str(version)).signatures, version, exported
 
-    loaded = tf.saved_model.load(str(version))
-    return loaded.signatures["greedy"], version, exported
+
+GOAL = 1.3  # SavedModel / in-process cached XLA, at most
+
+
+def saved_model_ratios(variants, batches, saved):
+    """Print each SavedModel signature against the in-process cached XLA search."""
+    reference = {"greedy": "cached, XLA", "serving_default": "beam 4, cached, XLA"}
+    rows = []
+    for batch in batches:
+        group = {v.name: v for v in variants if v.batch == batch}
+        for name in saved:
+            for signature, inner in reference.items():
+                variant = group.get(f"{name} `{signature}` (text in/out)")
+                if variant is None or inner not in group:
+                    continue
+                base = group[inner]
+                ratio = statistics.median(t / b for t, b in zip(variant.times, base.times))
+                rows.append((batch, name, signature, variant, base, ratio))
+    if not rows:
+        return
+    print()
+    print("| batch | export | signature | ms (median) | in-process XLA ms | SavedModel / in-process |")
+    print("|---|---|---|---|---|---|")
+    for batch, name, signature, variant, base, ratio in rows:
+        print(f"| {batch} | {name} | `{signature}` | {1e3 * statistics.median(variant.times):.1f} | "
+              f"{1e3 * statistics.median(base.times):.1f} | {ratio:.2f} |")
+    for name in saved:
+        got = [(b, s, r) for b, n, s, _, _, r in rows if n == name]
+        met = all(r <= GOAL for _, _, r in got)
+        listed = ", ".join(f"{s} batch {b}: {r:.2f}x" for b, s, r in got)
+        print(f"Target {name} within {GOAL}x of in-process cached XLA: {listed} -> "
+              f"{'met' if met else 'NOT met'}")
 
 
 def main(argv=None):
@@ -153,9 +192,9 @@ def main(argv=None):
                         help="tiny sizes, 1 round, XLA only for cached greedy (smoke test)")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 5)")
     parser.add_argument("--saved-model", metavar="PATH", default=None,
-                        help="export the model to PATH (a new version directory) and time its "
-                        "`greedy` signature; the full run exports to a temporary directory "
-                        "by default")
+                        help="export the model to PATH/SavedModel and PATH/SavedModel_XLA (new "
+                        "version directories) and time their signatures; the full run exports "
+                        "to a temporary directory by default")
     parser.add_argument("--no-saved-model", action="store_true", help="skip the SavedModel")
     parser.add_argument("--no-xla", action="store_true", help="skip the XLA variants")
     parser.add_argument("--no-beam", action="store_true", help="skip beam search")
@@ -183,10 +222,16 @@ def main(argv=None):
     saved_path = None
     if not args.no_saved_model and (args.saved_model or not args.quick):
         saved_path = args.saved_model or tempfile.mkdtemp(prefix="bench_decode_")
-    greedy_signature = None
+    saved = {}  # export name -> the loaded SavedModel's signatures
     if saved_path is not None:
-        greedy_signature, version, seconds = export_saved_model(model, tokenizer, saved_path, steps)
-        print(f"SavedModel: exported to {version} in {seconds:.1f} s")
+        for name, jit_compile in (("SavedModel", False), ("SavedModel XLA", True)):
+            if jit_compile and args.no_xla:
+                continue
+            saved[name], version, seconds = export_saved_model(
+                model, tokenizer, os.path.join(saved_path, name.replace(" ", "_")), steps,
+                jit_compile,
+            )
+            print(f"{name}: exported to {version} in {seconds:.1f} s")
 
     rng = np.random.default_rng(1)
     variants = []
@@ -219,12 +264,13 @@ def main(argv=None):
             variants.append(Variant("beam 4, cached, tf.function", batch, beam(), identity))
             if all_xla:
                 variants.append(Variant("beam 4, cached, XLA", batch, beam(jit_compile=True), identity))
-        if greedy_signature is not None:
-            variants.append(Variant(
-                "SavedModel `greedy` signature (text in/out)", batch,
-                lambda strings=strings: greedy_signature(text=strings),
-                lambda out: out["tokens"],
-            ))
+        for name, signatures in saved.items():
+            for signature in ("greedy", "serving_default") if not args.no_beam else ("greedy",):
+                variants.append(Variant(
+                    f"{name} `{signature}` (text in/out)", batch,
+                    lambda strings=strings, f=signatures[signature]: f(text=strings),
+                    lambda out: out["tokens"],
+                ))
 
     for variant in variants:
         seconds, counts = variant.call()
@@ -255,6 +301,7 @@ def main(argv=None):
                   f"{ratio:.2f} |")
     print()
     print(f"1-minute load average: {load_start:.2f} at the start, {load_end:.2f} at the end")
+    saved_model_ratios(variants, sizes["batches"], saved)
     for mode in ("tf.function", "XLA"):
         name = f"cached, {mode}"
         if all((b, name) in speedups for b in sizes["batches"]):

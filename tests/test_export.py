@@ -106,10 +106,11 @@ SERVE_SCRIPT = textwrap.dedent(
             report["results"][key] = {"error": type(error).__name__, "message": error.message}
     # TF Serving's default (--xla_cpu_compilation_enabled=false) calls this:
     # requests that need an XLA compilation fail from here on.
-    import ctypes, pathlib
-    library = pathlib.Path(tf.__file__).parent / "libtensorflow_cc.so.2"
-    ctypes.CDLL(str(library))._ZN10tensorflow21DisableXlaCompilationEv()
-    for key, (name, signature, inputs) in request["calls_without_xla"].items():
+    if request.get("calls_without_xla"):
+        import ctypes, pathlib
+        library = pathlib.Path(tf.__file__).parent / "libtensorflow_cc.so.2"
+        ctypes.CDLL(str(library))._ZN10tensorflow21DisableXlaCompilationEv()
+    for key, (name, signature, inputs) in request.get("calls_without_xla", {}).items():
         function = loaded[name].signatures[signature]
         try:
             outputs = function(text=tf.constant(inputs["text"], dtype=tf.string))

@@ -115,7 +115,7 @@ def _cmd_evaluate(args):
 def _cmd_export(args):
     path = runs.export_run(
         args.run_dir, to=args.to, version=args.version, checkpoint=args.checkpoint,
-        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
+        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k, jit_compile=args.jit,
     )
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} INPUT...")
 
@@ -409,6 +409,9 @@ def _add_export_parser(commands):
     p.add_argument("--alpha", type=float, default=0.6)
     p.add_argument("--top-k", type=_positive_int, default=None,
                    help="images: classes returned (default 5, or every class when fewer)")
+    p.add_argument("--jit", action="store_true",
+                   help="translation: decode with XLA inside the SavedModel (faster; TF Serving "
+                   "on CPU then needs --xla_cpu_compilation_enabled=true)")
     p.set_defaults(func=_cmd_export)
 
 
