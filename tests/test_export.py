@@ -788,3 +788,18 @@ def test_bad_arguments_are_rejected_before_writing(tmp_path, small_vit, small_tr
     with pytest.raises(ValueError, match="directory"):
         zoo.export(small_vit, tmp_path / "a_file")
     assert not base.exists()
+
+
+def test_zoo_export_jit_flag_reaches_export_run(monkeypatch, tmp_path):
+    from zoo import cli, runs
+
+    received = []
+
+    def export_run(run_dir, **options):
+        received.append(options)
+        return tmp_path / "1"
+
+    monkeypatch.setattr(runs, "export_run", export_run)
+    assert cli.main(["export", "some/run", "--jit"]) == 0
+    assert cli.main(["export", "some/run"]) == 0
+    assert [options["jit_compile"] for options in received] == [True, False]
