@@ -137,11 +137,15 @@ def _check_vocabulary(name, tokenizer, model_size, side):
 
 
 def bucket_width(length, max_length):
-    """The padded source width for `length` tokens: the next power of two >= length,
-    at least MIN_BUCKET, at most max_length (int32 scalar tensor)."""
-    length = tf.maximum(tf.cast(length, tf.float32), float(MIN_BUCKET))
-    width = tf.cast(tf.math.pow(2.0, tf.math.ceil(tf.math.log(length) / tf.math.log(2.0))), tf.int32)
-    return tf.minimum(width, max_length)
+    """The padded source width for `length` tokens (int32 scalar tensor): the smallest of
+    MIN_BUCKET, 2·MIN_BUCKET, 4·MIN_BUCKET, … (below max_length) and max_length that holds
+    it; never more than max_length."""
+    widths = [min(MIN_BUCKET, max_length)]
+    while widths[-1] < max_length:
+        widths.append(min(2 * widths[-1], max_length))
+    widths = tf.constant(widths, tf.int32)
+    index = tf.searchsorted(widths, tf.reshape(tf.cast(length, tf.int32), [1]), side="left")[0]
+    return widths[tf.minimum(index, tf.size(widths) - 1)]
 
 
 class TranslationModule(tf.Module):
