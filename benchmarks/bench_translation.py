@@ -124,15 +124,14 @@ def held_out(data, size, seed):
 
 
 def evaluate_snapshots(run_dir, snapshots, pairs, args, scratch):
-    run = runs.load_run(run_dir, "last")
-    tokenizers = dict(tokenizer=run.source_tokenizer,
-                      target_tokenizer=(None if run.target_tokenizer is run.source_tokenizer
-                                        else run.target_tokenizer))
+    config = runs.read_config(run_dir)
+    source, target = runs.load_tokenizers(run_dir, config)
+    tokenizers = dict(tokenizer=source, target_tokenizer=None if target is source else target)
     curve = []
     for minutes, steps, path in snapshots:
         export_dir = zoo_export.export(
-            str(path), pathlib.Path(scratch) / "snapshots" / path.stem, max_length=run.max_length,
-            **tokenizers,
+            str(path), pathlib.Path(scratch) / "snapshots" / path.stem,
+            max_length=config["model_config"].get("max_length"), **tokenizers,
         )
         result = score(export_dir, args.signature, pairs, args.batch_size)
         curve.append(dict(minutes=minutes, steps=steps, bleu=result["bleu"], chrf=result["chrf"]))
@@ -188,13 +187,19 @@ def main(argv=None):
               f"{result.epochs} epochs, stopped by {result.stopped_by}); scoring "
               f"{len(pairs)} held-out pairs with `{args.signature}`", flush=True)
         curve = evaluate_snapshots(run_dir, snapshots.taken, pairs, args, scratch)
-        best_dir = runs.export_run(run_dir, to=pathlib.Path(scratch) / "best", quiet=True)
+        if (run_dir / "checkpoints" / "best.keras").is_file():
+            best_dir = runs.export_run(run_dir, to=pathlib.Path(scratch) / "best", quiet=True)
+            checkpoint = "best"
+        else:  # no epoch ended within the budget: the final snapshot
+            best_dir = pathlib.Path(scratch) / "snapshots" / snapshots.taken[-1][2].stem / "1"
+            checkpoint = "final snapshot (no epoch ended, so no best checkpoint)"
         best = score(best_dir, args.signature, pairs, args.batch_size)
     row = dict(
         date=f"{datetime.date.today()}", command=command, model=args.model, data=args.data,
         budget_minutes=args.budget, train_minutes=result.train_seconds / 60,
         steps=snapshots.steps, epochs=result.epochs, train_pairs=len(result.data.train_pairs),
-        test_pairs=len(pairs), signature=args.signature, bleu=best["bleu"], chrf=best["chrf"],
+        test_pairs=len(pairs), signature=args.signature, checkpoint=checkpoint,
+        bleu=best["bleu"], chrf=best["chrf"],
         curve=curve, examples=best["examples"], cpu=platform.processor() or platform.machine(),
         cores=os.cpu_count(),
     )
@@ -217,6 +222,7 @@ def report(row):
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {row['model']} | {row['data']} | {row['budget_minutes']:g} | {row['train_pairs']} | "
           f"{row['test_pairs']} | `{row['signature']}` | {row['bleu']:.2f} | {row['chrf']:.2f} |")
+    print(f"(scored: {row['checkpoint']}, exported and loaded as a SavedModel)")
     for example in row["examples"]:
         print(f"  {example['source']!r} -> {example['translation']!r} "
               f"(reference {example['reference']!r})")

@@ -34,6 +34,7 @@ def test_bench_translation_scores_the_exported_model(tmp_path):
     row = json.loads((tmp_path / "row.json").read_text())
     assert row["model"] == "transformer-tiny" and row["data"] == "gettext:es"
     assert row["train_pairs"] == 200 and row["test_pairs"] == 8 and row["signature"] == "greedy"
+    assert row["checkpoint"] == "best"  # the epoch cut short still ends (and validates)
     assert row["budget_minutes"] == 0.05 and row["train_minutes"] > 0 and row["steps"] >= 1
     for value in (row["bleu"], row["chrf"]):
         assert math.isfinite(value) and 0 <= value <= 100
