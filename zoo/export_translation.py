@@ -5,8 +5,9 @@ signatures `serving_default` (beam search) and `greedy`, strings in and
 strings out (see `zoo.export` for their outputs). Each signature is a plain
 `tf.function`: tokenize (string ops), decode the int ids, detokenize.
 
-With `jit_compile=True` the decoding of the int ids (the search loop, and for
-`greedy` the teacher-forced scoring pass) is an inner
+With `jit_compile=True` the decoding of the int ids (the search loop; for
+`greedy`, beam search of width 1 with alpha 0, which is greedy decoding and
+sums the log-probabilities as it goes) is an inner
 `tf.function(jit_compile=True)`: XLA compiles it, and the string ops stay
 outside the XLA cluster (they do not compile). XLA compiles once per input
 shape, so the source is padded to a bucket width, the next power of two from
@@ -233,6 +234,14 @@ class TranslationModule(tf.Module):
         )
 
     def _greedy_ids(self, source):  # int32 (B, S) -> tokens (B, L), score (B,)
+        if self.jit_compile:
+            # Beam search of width 1 with alpha 0 is greedy decoding, and its score is the
+            # sum of the chosen tokens' log-probabilities (`zoo.decode.beam_search`): one
+            # loop, no teacher-forced pass (under XLA as fast as greedy_decode at batch 1).
+            return decode.beam_search(
+                self.model, source, beam_size=1, alpha=0.0, length_penalty="gnmt",
+                **self._decode_args(),
+            )
         tokens = decode.greedy_decode(self.model, source, **self._decode_args())
         return tokens, self.sequence_log_prob(source, tokens)
 
