@@ -18,9 +18,11 @@ Variants, at batch 1 and 32 (`zoo.decode`):
 - beam 4 (cached): `beam_search(beam_size=4)`, tokens of the returned hypothesis;
 - SavedModel: `zoo.export.export(...)` twice, without and with `jit_compile=True`
   (XLA decoding inside the SavedModel), then the loaded SavedModels' `greedy`
-  signature (text in: tokenization, greedy decoding, a teacher-forced pass for the
-  score, detokenization) and `serving_default` (beam 4), the same 32-token sources
-  as text.
+  signature (text in: tokenization, greedy decoding, detokenization; the default
+  export adds a teacher-forced pass for the score, the XLA export runs beam search
+  of width 1, which sums the log-probabilities as it goes) and `serving_default`
+  (beam 4), the same 32-token sources as text;
+- cached, XLA, + score pass: the default export's `greedy` work on ids, in process.
 
 The second table sets each SavedModel signature against the in-process cached XLA
 path of the same search (`greedy_decode` / `beam_search(beam_size=4)` with
