@@ -16,16 +16,25 @@ Variants, at batch 1 and 32 (`zoo.decode`):
   decoder blocks with self-attention key/value buffers, `tf.function`, and with XLA
   (`jit_compile=True`);
 - beam 4 (cached): `beam_search(beam_size=4)`, tokens of the returned hypothesis;
-- SavedModel: `zoo.export.export(...)`, then the `greedy` signature of the loaded
-  SavedModel (text in: tokenization, greedy decoding, a teacher-forced pass for the
-  score, detokenization), the same 32-token sources as text.
+- SavedModel: `zoo.export.export(...)` twice, without and with `jit_compile=True`
+  (XLA decoding inside the SavedModel), then the loaded SavedModels' `greedy`
+  signature (text in: tokenization, greedy decoding, detokenization; the default
+  export adds a teacher-forced pass for the score, the XLA export runs beam search
+  of width 1, which sums the log-probabilities as it goes) and `serving_default`
+  (beam 4), the same 32-token sources as text;
+- cached, XLA, + score pass: the default export's `greedy` work on ids, in process.
+
+The second table sets each SavedModel signature against the in-process cached XLA
+path of the same search (`greedy_decode` / `beam_search(beam_size=4)` with
+`jit_compile=True`): the median of the per-round ratios SavedModel / in-process
+(target: at most 1.3).
 
 Tokens/s = batch × 64 / wall time of one call. Every variant is warmed up (traced,
 compiled) first; then each round times every variant once, back to back, the order
 reversed every other round; the table shows medians over rounds, and the speed-up
 over uncached `tf.function` is the median of the per-round ratios.
 
-    python benchmarks/bench_decode.py                  # 5 rounds, about 2 minutes
+    python benchmarks/bench_decode.py                  # 5 rounds, about 5 minutes
     python benchmarks/bench_decode.py --rounds 9 --saved-model /tmp/decode_export
     python benchmarks/bench_decode.py --quick          # tiny sizes, 1 round (smoke test)
 """
@@ -44,9 +53,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402, F401 - registers the tokenizer ops for loading
 
 import zoo  # noqa: E402
 from zoo import decode, text  # noqa: E402
+from zoo import export as zoo_export  # noqa: E402
 
 FULL = dict(
     vocabulary=1000, sentences=4000, d_model=128, num_heads=4, intermediate_dim=512, layers=2,
@@ -133,18 +144,62 @@ class Variant:
         return time.perf_counter() - start, counts
 
 
-def export_saved_model(model, tokenizer, path, output_tokens):
-    from zoo import export as zoo_export
-
+def export_saved_model(model, tokenizer, path, output_tokens, jit_compile):
+    """Export (`jit_compile` or not) and load; returns (signatures, version path, seconds)."""
     started = time.perf_counter()
     version = zoo_export.export(
-        model, path, tokenizer=tokenizer, max_length=output_tokens, beam_size=4
+        model, path, tokenizer=tokenizer, max_length=output_tokens, beam_size=4,
+        jit_compile=jit_compile,
     )
     exported = time.perf_counter() - started
-    import tensorflow_text  # noqa: F401 - registers the tokenizer ops for loading
+    return tf.saved_model.load(str(version)).signatures, version, exported
 
-    loaded = tf.saved_model.load(str(version))
-    return loaded.signatures["greedy"], version, exported
+
+GOAL = 1.3  # SavedModel / in-process cached XLA, at most
+
+
+def scoring_module(model, tokenizer, steps):
+    """The export's module, for its `_greedy_ids` (greedy decoding + the score pass)."""
+    return zoo_export.TranslationModule(model, tokenizer, tokenizer, steps, 4, 0.6)
+
+
+def saved_model_ratios(variants, batches, saved):
+    """Print each SavedModel signature against the in-process cached XLA search."""
+    reference = {"greedy": "cached, XLA", "serving_default": "beam 4, cached, XLA"}
+    scored = "cached, XLA, + score pass"  # what `greedy` computes besides tokenization
+    rows, notes = [], []
+    for batch in batches:
+        group = {v.name: v for v in variants if v.batch == batch}
+        for name in saved:
+            for signature, inner in reference.items():
+                variant = group.get(f"{name} `{signature}` (text in/out)")
+                if variant is None or inner not in group:
+                    continue
+                base = group[inner]
+                ratio = statistics.median(t / b for t, b in zip(variant.times, base.times))
+                rows.append((batch, name, signature, variant, base, ratio))
+                if signature == "greedy" and scored in group:
+                    same_work = statistics.median(
+                        t / b for t, b in zip(variant.times, group[scored].times)
+                    )
+                    notes.append(f"batch {batch}: {name} `greedy` / in-process XLA greedy with "
+                                 f"the same score pass: {same_work:.2f}")
+    if not rows:
+        return
+    print()
+    print("| batch | export | signature | ms (median) | in-process XLA ms | SavedModel / in-process |")
+    print("|---|---|---|---|---|---|")
+    for batch, name, signature, variant, base, ratio in rows:
+        print(f"| {batch} | {name} | `{signature}` | {1e3 * statistics.median(variant.times):.1f} | "
+              f"{1e3 * statistics.median(base.times):.1f} | {ratio:.2f} |")
+    for note in notes:
+        print(note)
+    for name in saved:
+        got = [(b, s, r) for b, n, s, _, _, r in rows if n == name]
+        met = all(r <= GOAL for _, _, r in got)
+        listed = ", ".join(f"{s} batch {b}: {r:.2f}x" for b, s, r in got)
+        print(f"Target {name} within {GOAL}x of in-process cached XLA: {listed} -> "
+              f"{'met' if met else 'NOT met'}")
 
 
 def main(argv=None):
@@ -153,12 +208,15 @@ def main(argv=None):
                         help="tiny sizes, 1 round, XLA only for cached greedy (smoke test)")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 5)")
     parser.add_argument("--saved-model", metavar="PATH", default=None,
-                        help="export the model to PATH (a new version directory) and time its "
-                        "`greedy` signature; the full run exports to a temporary directory "
-                        "by default")
+                        help="export the model to PATH/SavedModel and PATH/SavedModel_XLA (new "
+                        "version directories) and time their signatures; the full run exports "
+                        "to a temporary directory by default")
     parser.add_argument("--no-saved-model", action="store_true", help="skip the SavedModel")
     parser.add_argument("--no-xla", action="store_true", help="skip the XLA variants")
     parser.add_argument("--no-beam", action="store_true", help="skip beam search")
+    parser.add_argument("--no-uncached", action="store_true",
+                        help="skip the uncached variants (the slowest); speed-ups are then "
+                        "over cached tf.function")
     args = parser.parse_args(argv)
     sizes = dict(QUICK if args.quick else FULL)
     rounds = args.rounds or sizes["rounds"]
@@ -183,10 +241,16 @@ def main(argv=None):
     saved_path = None
     if not args.no_saved_model and (args.saved_model or not args.quick):
         saved_path = args.saved_model or tempfile.mkdtemp(prefix="bench_decode_")
-    greedy_signature = None
+    saved = {}  # export name -> the loaded SavedModel's signatures
     if saved_path is not None:
-        greedy_signature, version, seconds = export_saved_model(model, tokenizer, saved_path, steps)
-        print(f"SavedModel: exported to {version} in {seconds:.1f} s")
+        for name, jit_compile in (("SavedModel", False), ("SavedModel XLA", True)):
+            if jit_compile and args.no_xla:
+                continue
+            saved[name], version, seconds = export_saved_model(
+                model, tokenizer, os.path.join(saved_path, name.replace(" ", "_")), steps,
+                jit_compile,
+            )
+            print(f"{name}: exported to {version} in {seconds:.1f} s")
 
     rng = np.random.default_rng(1)
     variants = []
@@ -204,27 +268,36 @@ def main(argv=None):
         def identity(out):
             return out
 
-        variants += [
-            Variant("uncached, tf.function", batch, greedy(use_cache=False), identity),
-            Variant("cached, tf.function", batch, greedy(), identity),
-        ]
+        if not args.no_uncached:
+            variants.append(
+                Variant("uncached, tf.function", batch, greedy(use_cache=False), identity)
+            )
+        variants.append(Variant("cached, tf.function", batch, greedy(), identity))
         all_xla = not (args.no_xla or args.quick)
-        if all_xla:
+        if all_xla and not args.no_uncached:
             variants.append(
                 Variant("uncached, XLA", batch, greedy(use_cache=False, jit_compile=True), identity)
             )
         if not args.no_xla:
             variants.append(Variant("cached, XLA", batch, greedy(jit_compile=True), identity))
+        if all_xla and saved:
+            # The int part of the `greedy` signature, in process: decoding plus the
+            # teacher-forced pass that scores the tokens, one XLA function.
+            scored = tf.function(scoring_module(model, tokenizer, steps)._greedy_ids,
+                                 jit_compile=True, autograph=False)
+            variants.append(Variant("cached, XLA, + score pass", batch,
+                                    lambda ids=ids, f=scored: f(ids), lambda out: out[0]))
         if not args.no_beam:
             variants.append(Variant("beam 4, cached, tf.function", batch, beam(), identity))
             if all_xla:
                 variants.append(Variant("beam 4, cached, XLA", batch, beam(jit_compile=True), identity))
-        if greedy_signature is not None:
-            variants.append(Variant(
-                "SavedModel `greedy` signature (text in/out)", batch,
-                lambda strings=strings: greedy_signature(text=strings),
-                lambda out: out["tokens"],
-            ))
+        for name, signatures in saved.items():
+            for signature in ("greedy", "serving_default") if not args.no_beam else ("greedy",):
+                variants.append(Variant(
+                    f"{name} `{signature}` (text in/out)", batch,
+                    lambda strings=strings, f=signatures[signature]: f(text=strings),
+                    lambda out: out["tokens"],
+                ))
 
     for variant in variants:
         seconds, counts = variant.call()
@@ -240,7 +313,8 @@ def main(argv=None):
     load_end = os.getloadavg()[0]
 
     print()
-    print("| batch | variant | tokens/s | ms per call (median, min–max) | × uncached tf.function |")
+    baseline_name = variants[0].name
+    print(f"| batch | variant | tokens/s | ms per call (median, min–max) | × {baseline_name} |")
     print("|---|---|---|---|---|")
     speedups = {}
     for batch in sizes["batches"]:
@@ -255,7 +329,8 @@ def main(argv=None):
                   f"{ratio:.2f} |")
     print()
     print(f"1-minute load average: {load_start:.2f} at the start, {load_end:.2f} at the end")
-    for mode in ("tf.function", "XLA"):
+    saved_model_ratios(variants, sizes["batches"], saved)
+    for mode in ("tf.function", "XLA") if baseline_name.startswith("uncached") else ():
         name = f"cached, {mode}"
         if all((b, name) in speedups for b in sizes["batches"]):
             got = ", ".join(f"batch {b}: {speedups[b, name]:.1f}x" for b in sizes["batches"])

@@ -29,7 +29,7 @@ import tensorflow_text
 from tensorflow.core.protobuf import saved_model_pb2
 
 import zoo
-from zoo import decode, pipeline, text
+from zoo import decode, export_translation, pipeline, text
 
 SEED = 1234
 START, END = 2, 3
@@ -102,6 +102,19 @@ SERVE_SCRIPT = textwrap.dedent(
         }
         try:
             report["results"][key] = {k: v.numpy() for k, v in function(**tensors).items()}
+        except tf.errors.OpError as error:
+            report["results"][key] = {"error": type(error).__name__, "message": error.message}
+    # TF Serving's default (--xla_cpu_compilation_enabled=false) calls this:
+    # requests that need an XLA compilation fail from here on.
+    if request.get("calls_without_xla"):
+        import ctypes, pathlib
+        library = pathlib.Path(tf.__file__).parent / "libtensorflow_cc.so.2"
+        ctypes.CDLL(str(library))._ZN10tensorflow21DisableXlaCompilationEv()
+    for key, (name, signature, inputs) in request.get("calls_without_xla", {}).items():
+        function = loaded[name].signatures[signature]
+        try:
+            outputs = function(text=tf.constant(inputs["text"], dtype=tf.string))
+            report["results"][key] = {k: v.numpy() for k, v in outputs.items()}
         except tf.errors.OpError as error:
             report["results"][key] = {"error": type(error).__name__, "message": error.message}
     report["imported"] = sorted(
@@ -273,12 +286,35 @@ def served(tmp_path_factory):
     bias = next(v for v in rnn.weights if v.path == "output_projection/bias")
     bias.assign(np.eye(english.vocab_size, dtype=np.float32)[END] * 3.0)
     rnn.save(root / "rnn.keras")
+    rnn = keras.saving.load_model(root / "rnn.keras")
     path, expected["rnn"], new_calls = translation_case(
-        "rnn", keras.saving.load_model(root / "rnn.keras"), (german, english), GERMAN_TEXTS,
+        "rnn", rnn, (german, english), GERMAN_TEXTS,
         root / "saved_models" / "rnn", tokenizer=german, target_tokenizer=english,
     )
     exports["rnn"] = path
     calls.update(new_calls)
+
+    # --- Both again with XLA decoding inside the SavedModel (jit_compile=True) ---
+    xla_cases = (
+        ("transformer", transformer, {"tokenizer": english}, TEXTS),
+        ("rnn", rnn, {"tokenizer": german, "target_tokenizer": english}, GERMAN_TEXTS),
+    )
+    for name, model, tokenizer_options, texts in xla_cases:
+        exports[f"{name}_xla"] = zoo.export(
+            model, root / "saved_models" / f"{name}_xla", max_length=MAX_LENGTH,
+            beam_size=BEAM_SIZE, alpha=ALPHA, jit_compile=True, **tokenizer_options,
+        )
+        for signature in TRANSLATION_SIGNATURES:
+            key = f"{name}_xla/{signature}"
+            calls[f"{key}/batch"] = (f"{name}_xla", signature, {"text": to_array(texts)})
+            calls[f"{key}/empty"] = (f"{name}_xla", signature, {"text": to_array([])})
+            calls[f"{key}/row0"] = (f"{name}_xla", signature, {"text": to_array(texts[:1])})
+    # Called after XLA compilation is switched off as TF Serving does by default,
+    # with a batch size not seen before (so nothing is compiled yet for it).
+    calls_without_xla = {
+        f"{name}/greedy/no_xla": (name, "greedy", {"text": to_array(TEXTS[:5])})
+        for name in ("transformer", "transformer_xla")
+    }
 
     # --- ViT, RGB, from a .keras path, with class names ---
     vit = zoo.get(
@@ -348,6 +384,7 @@ def served(tmp_path_factory):
         "ops": {name: ops for name, (ops, _) in facts.items()},
         "op_libraries": text_op_libraries(),
         "calls": calls,
+        "calls_without_xla": calls_without_xla,
     }
     (root / "request.pkl").write_bytes(pickle.dumps(request))
     (root / "serve.py").write_text(SERVE_SCRIPT)
@@ -468,6 +505,51 @@ def test_untracked_tokenizer_resource_is_a_real_trap(tmp_path):
         tf.saved_model.save(module, str(tmp_path / "naive"))
 
 
+# === XLA decoding inside the SavedModel (jit_compile=True) ===
+
+
+@pytest.mark.parametrize("name", ["transformer", "rnn"])
+@pytest.mark.parametrize("signature", TRANSLATION_SIGNATURES)
+def test_xla_export_serves_what_the_plain_export_serves(served, name, signature):
+    results = served["results"]
+    plain = results[f"{name}/{signature}/batch"]
+    xla = results[f"{name}_xla/{signature}/batch"]
+    assert "error" not in xla, xla
+    np.testing.assert_array_equal(xla["tokens"], plain["tokens"])
+    assert xla["translation"].tolist() == plain["translation"].tolist()
+    np.testing.assert_allclose(xla["score"], plain["score"], rtol=1e-4, atol=1e-4)
+    # Alone, the first row is padded to another bucket width (8, not MAX_LENGTH = 10).
+    alone = results[f"{name}_xla/{signature}/row0"]
+    np.testing.assert_array_equal(alone["tokens"][0], plain["tokens"][0])
+    np.testing.assert_allclose(alone["score"][0], plain["score"][0], rtol=1e-4, atol=1e-4)
+    empty = results[f"{name}_xla/{signature}/empty"]
+    assert empty["tokens"].shape == (0, MAX_LENGTH) and empty["translation"].shape == (0,)
+
+
+def test_xla_export_fails_where_xla_compilation_is_disabled(served):
+    """What TF Serving does without --xla_cpu_compilation_enabled=true: the default
+    export still serves, the jit_compile export fails the request."""
+    results = served["results"]
+    plain = results["transformer/greedy/no_xla"]
+    assert "error" not in plain, plain
+    np.testing.assert_array_equal(
+        plain["tokens"], results["transformer/greedy/batch"]["tokens"][:5]
+    )
+    failed = results["transformer_xla/greedy/no_xla"]
+    assert failed.get("error") == "InternalError", failed
+    assert "XLA compilation disabled" in failed["message"]
+    metadata = json.loads(
+        (served["exports"]["transformer_xla"] / "assets.extra" / "zoo_export.json").read_text()
+    )
+    assert metadata["jit_compile"] is True
+
+
+def test_source_buckets_are_powers_of_two_within_max_length():
+    widths = [int(export_translation.bucket_width(n, 100)) for n in (1, 8, 9, 16, 17, 64, 65, 100)]
+    assert widths == [8, 8, 16, 16, 32, 64, 100, 100]
+    assert [int(export_translation.bucket_width(n, 4)) for n in (1, 4)] == [4, 4]  # never wider
+
+
 # === ViT ===
 
 
@@ -546,9 +628,10 @@ def test_graph_ops_are_core_tensorflow_or_served_text_ops(served):
 
 def test_exports_need_no_xla(served, tmp_path):
     """TF Serving disables XLA:CPU JIT by default (--xla_cpu_compilation_enabled=false),
-    so no exported function may require it, even for a model compiled with jit_compile."""
+    so no function of a default export may require it, even for a model compiled with
+    jit_compile; only `jit_compile=True` exports do."""
     assert served["extra"]["transformer_jit_compile"] is True
-    assert served["xla"] == {name: False for name in served["exports"]}
+    assert served["xla"] == {name: name.endswith("_xla") for name in served["exports"]}
     # Control: the check does see a jit_compile function.
     module = tf.Module()
     module.double = tf.function(
@@ -689,7 +772,9 @@ def test_bad_arguments_are_rejected_before_writing(tmp_path, small_vit, small_tr
         (transformer, {"tokenizer": tokenizer, "beam_size": 0}, "beam_size"),
         (transformer, {"tokenizer": tokenizer, "alpha": -1.0}, "alpha"),
         (transformer, {"tokenizer": tokenizer, "class_names": ["a"]}, "class_names"),
+        (transformer, {"tokenizer": tokenizer, "jit_compile": "yes"}, "jit_compile"),
         (small_vit, {"tokenizer": tokenizer}, "tokenizer"),
+        (small_vit, {"jit_compile": True}, "jit_compile"),
         (small_vit, {"top_k": 4}, "top_k"),
         (small_vit, {"top_k": 0}, "top_k"),
         (small_vit, {"class_names": ["a", "b"]}, "class_names"),
@@ -704,3 +789,18 @@ def test_bad_arguments_are_rejected_before_writing(tmp_path, small_vit, small_tr
     with pytest.raises(ValueError, match="directory"):
         zoo.export(small_vit, tmp_path / "a_file")
     assert not base.exists()
+
+
+def test_zoo_export_jit_flag_reaches_export_run(monkeypatch, tmp_path):
+    from zoo import cli, runs
+
+    received = []
+
+    def export_run(run_dir, **options):
+        received.append(options)
+        return tmp_path / "1"
+
+    monkeypatch.setattr(runs, "export_run", export_run)
+    assert cli.main(["export", "some/run", "--jit"]) == 0
+    assert cli.main(["export", "some/run"]) == 0
+    assert [options["jit_compile"] for options in received] == [True, False]

@@ -7,7 +7,7 @@ from zoo.cli.arguments import positive_int
 def _cmd_export(args):
     path = runs.export_run(
         args.run_dir, to=args.to, version=args.version, checkpoint=args.checkpoint,
-        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
+        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k, jit_compile=args.jit,
     )
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} INPUT...")
 
@@ -38,6 +38,9 @@ def add_export_parser(commands):
                    "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--top-k", type=positive_int, default=None,
                    help="images: classes returned (default 5, or every class when fewer)")
+    p.add_argument("--jit", action="store_true",
+                   help="translation: decode with XLA inside the SavedModel (faster; TF Serving "
+                   "on CPU then needs --xla_cpu_compilation_enabled=true)")
     p.set_defaults(func=_cmd_export)
 
 

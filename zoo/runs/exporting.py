@@ -8,7 +8,7 @@ from zoo.runs.rundir import load_run
 
 
 def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, alpha=None,
-               max_length=None, top_k=None, quiet=False):
+               max_length=None, top_k=None, quiet=False, jit_compile=False):
     """Export a run's model as a versioned SavedModel with `zoo.export`.
 
     Args:
@@ -21,6 +21,9 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
             Face's length penalty for a model fine-tuned from a Marian folder).
         top_k: images: classes returned per image; default 5, or every class
             when there are fewer.
+        jit_compile: translation: decode with XLA inside the SavedModel
+            (`zoo.export`; TF Serving then needs `--xla_cpu_compilation_enabled=true`
+            on CPU).
 
     Returns:
         `pathlib.Path` of the version directory.
@@ -34,10 +37,12 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
             target_tokenizer=(None if run.target_tokenizer is run.source_tokenizer
                               else run.target_tokenizer),
             beam_size=beam_size, alpha=alpha, max_length=max_length or run.max_length,
+            jit_compile=jit_compile,
         )
     else:
         if top_k is None:
             top_k = min(5, len(run.class_names))
-        path = export_model(run.model, root, version=version, top_k=top_k, class_names=run.class_names)
+        path = export_model(run.model, root, version=version, top_k=top_k,
+                            class_names=run.class_names, jit_compile=jit_compile)
     say(f"  SavedModel written to {path}", quiet)
     return pathlib.Path(path)

@@ -1,0 +1,47 @@
+"""The real-language benchmark runs end to end on a tiny model, budget and data slice."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zoo import catalogs
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_translation.py"
+TINY = ["num_encoder_layers=1", "num_decoder_layers=1", "d_model=16", "num_heads=2",
+        "intermediate_dim=32", "vocabulary_size=300", "max_length=16"]
+
+
+@pytest.mark.skipif(
+    not list(Path(catalogs.LOCALE_DIR).glob("es/LC_MESSAGES/*.mo")),
+    reason="no Spanish gettext catalogs on this machine (/usr/share/locale/es)",
+)
+def test_bench_translation_scores_the_exported_model(tmp_path):
+    command = [sys.executable, str(SCRIPT), "--budget", "0.05", "--eval-every", "0.02",
+               "--model", "transformer-tiny", "--train-size", "200", "--eval-size", "8",
+               "--signature", "greedy", "--json", str(tmp_path / "row.json")]
+    for override in TINY:
+        command += ["--set", override]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    row = json.loads((tmp_path / "row.json").read_text())
+    assert row["model"] == "transformer-tiny" and row["data"] == "gettext:es"
+    assert row["train_pairs"] == 200 and row["test_pairs"] == 8 and row["signature"] == "greedy"
+    assert row["checkpoint"] == "best"  # the epoch cut short still ends (and validates)
+    assert row["budget_minutes"] == 0.05 and row["train_minutes"] > 0 and row["steps"] >= 1
+    for value in (row["bleu"], row["chrf"]):
+        assert math.isfinite(value) and 0 <= value <= 100
+    assert row["curve"] and row["curve"][-1]["steps"] == row["steps"]
+    for point in row["curve"]:
+        assert math.isfinite(point["bleu"]) and math.isfinite(point["chrf"]) and point["minutes"] > 0
+    # Translations are strings out of the SavedModel, of the held-out catalogs.
+    assert len(row["examples"]) == 3
+    assert all(isinstance(e["translation"], str) and e["reference"] for e in row["examples"])
+    assert "| training minutes | steps | BLEU (cased) | chrF |" in result.stdout
