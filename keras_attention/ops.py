@@ -93,6 +93,34 @@ def masked_softmax(scores, mask=None, axis=-1):
     return ops.where(mask, weights, ops.zeros_like(weights))
 
 
+def attend(scores, value, value_mask=None, single_step=False, dtype=None):
+    """Alignment and context of one set of attention scores over a padded source.
+
+    The last step of additive (Bahdanau) and location-aware attention: a masked
+    softmax over the source axis, computed in float32, then the weighted sum of
+    the values.
+
+    Args:
+        scores: `(B, T, S)` float tensor.
+        value: `(B, S, Dv)`.
+        value_mask: optional bool `(B, S)`, True = may attend.
+        single_step: the `T = 1` axis was added for one query: drop it again.
+        dtype: the dtype of the weights (the layer's compute dtype); default the
+            value's.
+
+    Returns:
+        `(context, weights)`: `(B, T, Dv)` and `(B, T, S)`, or `(B, Dv)` and
+        `(B, S)` with `single_step`.
+    """
+    mask = None if value_mask is None else ops.expand_dims(ops.cast(value_mask, "bool"), 1)
+    weights = masked_softmax(ops.cast(scores, "float32"), mask)  # (B, T, S)
+    weights = ops.cast(weights, dtype or value.dtype)
+    context = ops.matmul(weights, value)  # (B, T, Dv)
+    if single_step:
+        context, weights = ops.squeeze(context, 1), ops.squeeze(weights, 1)
+    return context, weights
+
+
 def scaled_dot_product_attention(
     query,
     key,

@@ -73,3 +73,27 @@ def expect_network_block():
     already = len(no_network.blocked)
     yield no_network.blocked
     del no_network.blocked[already:]
+
+
+# === Small WordPiece tokenizers of the `numbers` task (tests of zoo.text) ===
+
+
+@pytest.fixture(scope="session")
+def numbers_data():
+    from zoo import datasets
+
+    return datasets.numbers(num_train=1500, num_test=200, seed=3)
+
+
+@pytest.fixture(scope="session")
+def german(numbers_data):
+    from zoo import text
+
+    return text.WordPieceTokenizer.from_corpus(numbers_data.train_sources, 200)
+
+
+@pytest.fixture(scope="session")
+def english(numbers_data):
+    from zoo import text
+
+    return text.WordPieceTokenizer.from_corpus(numbers_data.train_targets, 200)

@@ -4,22 +4,7 @@
 import pytest
 import tensorflow as tf
 
-from zoo import datasets, text
-
-
-@pytest.fixture(scope="module")
-def numbers_data():
-    return datasets.numbers(num_train=1500, num_test=200, seed=3)
-
-
-@pytest.fixture(scope="module")
-def german(numbers_data):
-    return text.WordPieceTokenizer.from_corpus(numbers_data.train_sources, 200)
-
-
-@pytest.fixture(scope="module")
-def english(numbers_data):
-    return text.WordPieceTokenizer.from_corpus(numbers_data.train_targets, 200)
+from zoo import text
 
 
 def to_str(tensor):

@@ -79,15 +79,10 @@ class ConvS2SConfig:
             self, "vocabulary_size", "embedding_dim", "hidden_dim", "output_embedding_dim",
             "num_encoder_layers", "num_decoder_layers", "kernel_size", "max_length",
         )
-        for name in ("source_vocabulary_size", "target_vocabulary_size"):
-            if getattr(self, name) is not None:
-                registry.check_positive(self, name)
+        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
         registry.check_rate(self, "dropout", "label_smoothing")
         registry.check_choice(self, "optimizer", OPTIMIZERS)
-        for name in ("learning_rate", "clipnorm"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"`{name}` must be positive; received {name}={value!r}.")
+        registry.check_positive_number(self, "learning_rate", "clipnorm")
         registry.check_rate(self, "momentum")
 
     @property

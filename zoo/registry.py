@@ -63,6 +63,18 @@ def check_positive(config, *names):
             raise ValueError(f"`{name}` must be a positive integer; received {name}={value!r}.")
 
 
+def check_optional_positive(config, *names):
+    """`check_positive` for fields that may also be None (e.g. a separate vocabulary size)."""
+    check_positive(config, *(name for name in names if getattr(config, name) is not None))
+
+
+def check_positive_number(config, *names):
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"`{name}` must be positive; received {name}={value!r}.")
+
+
 def check_rate(config, *names):
     for name in names:
         value = getattr(config, name)

@@ -61,16 +61,11 @@ class Seq2SeqConfig:
             "attention_units", "maxout_units", "max_length", "location_filters",
             "location_kernel_size",
         )
-        for name in ("source_vocabulary_size", "target_vocabulary_size"):
-            if getattr(self, name) is not None:
-                registry.check_positive(self, name)
+        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
         registry.check_rate(self, "dropout", "label_smoothing")
         registry.check_choice(self, "cell", ("gru", "lstm"))
         registry.check_choice(self, "attention", ATTENTIONS)
-        if not self.learning_rate > 0:
-            raise ValueError(f"`learning_rate` must be positive; received {self.learning_rate!r}.")
-        if not self.clipnorm > 0:
-            raise ValueError(f"`clipnorm` must be positive; received {self.clipnorm!r}.")
+        registry.check_positive_number(self, "learning_rate", "clipnorm")
         if self.jit_compile:
             raise ValueError(
                 "`jit_compile=True` is not supported for the RNN encoder-decoder: its decoder "

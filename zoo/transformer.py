@@ -76,9 +76,7 @@ class TransformerConfig:
             "max_length",
             "warmup_steps",
         )
-        for name in ("source_vocabulary_size", "target_vocabulary_size"):
-            if getattr(self, name) is not None:
-                registry.check_positive(self, name)
+        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
         registry.check_rate(self, "dropout", "attention_dropout", "label_smoothing")
         registry.check_choice(self, "positional", ("sinusoidal", "learned"))
         registry.check_choice(self, "activation", ACTIVATIONS)
@@ -107,10 +105,7 @@ class TransformerConfig:
                 "num_heads must divide d_model; received "
                 f"num_heads={self.num_heads}, d_model={self.d_model}."
             )
-        if not self.learning_rate_scale > 0:
-            raise ValueError(
-                f"`learning_rate_scale` must be positive; received {self.learning_rate_scale!r}."
-            )
+        registry.check_positive_number(self, "learning_rate_scale")
 
     @property
     def shared_vocabulary(self):

@@ -101,12 +101,9 @@ class BahdanauAttention(keras.layers.Layer):
         scores = attention_ops.additive_scores(
             ops.matmul(query, self.query_kernel), projected_key, self.score_kernel
         )  # (B, T, S)
-        mask = None if value_mask is None else ops.expand_dims(ops.cast(value_mask, "bool"), 1)
-        weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask)
-        weights = ops.cast(weights, self.compute_dtype)
-        context = ops.matmul(weights, value)  # (B, T, Dv)
-        if single_step:
-            context, weights = ops.squeeze(context, 1), ops.squeeze(weights, 1)
+        context, weights = attention_ops.attend(
+            scores, value, value_mask, single_step, self.compute_dtype
+        )  # (B, [T,] Dv), (B, [T,] S)
         if return_attention_scores:
             return context, weights
         return context
