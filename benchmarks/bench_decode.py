@@ -18,11 +18,10 @@ Variants, at batch 1 and 32 (`zoo.decode`):
 - beam 4 (cached): `beam_search(beam_size=4)`, tokens of the returned hypothesis;
 - SavedModel: `zoo.export.export(...)` twice, without and with `jit_compile=True`
   (XLA decoding inside the SavedModel), then the loaded SavedModels' `greedy`
-  signature (text in: tokenization, greedy decoding, detokenization; the default
-  export adds a teacher-forced pass for the score, the XLA export runs beam search
-  of width 1, which sums the log-probabilities as it goes) and `serving_default`
+  signature (text in: tokenization, greedy decoding that sums the chosen tokens'
+  log-probabilities for the score as it goes, detokenization) and `serving_default`
   (beam 4), the same 32-token sources as text;
-- cached, XLA, + score pass: the default export's `greedy` work on ids, in process.
+- cached, XLA, + score: the `greedy` signature's work on ids, in process.
 
 The second table sets each SavedModel signature against the in-process cached XLA
 path of the same search (`greedy_decode` / `beam_search(beam_size=4)` with
@@ -159,14 +158,14 @@ GOAL = 1.3  # SavedModel / in-process cached XLA, at most
 
 
 def scoring_module(model, tokenizer, steps):
-    """The export's module, for its `_greedy_ids` (greedy decoding + the score pass)."""
+    """The export's module, for its `_greedy_ids` (greedy decoding with the score)."""
     return zoo_export.TranslationModule(model, tokenizer, tokenizer, steps, 4, 0.6)
 
 
 def saved_model_ratios(variants, batches, saved):
     """Print each SavedModel signature against the in-process cached XLA search."""
     reference = {"greedy": "cached, XLA", "serving_default": "beam 4, cached, XLA"}
-    scored = "cached, XLA, + score pass"  # what `greedy` computes besides tokenization
+    scored = "cached, XLA, + score"  # what `greedy` computes besides tokenization
     rows, notes = [], []
     for batch in batches:
         group = {v.name: v for v in variants if v.batch == batch}
@@ -183,7 +182,7 @@ def saved_model_ratios(variants, batches, saved):
                         t / b for t, b in zip(variant.times, group[scored].times)
                     )
                     notes.append(f"batch {batch}: {name} `greedy` / in-process XLA greedy with "
-                                 f"the same score pass: {same_work:.2f}")
+                                 f"the score: {same_work:.2f}")
     if not rows:
         return
     print()
@@ -281,11 +280,11 @@ def main(argv=None):
         if not args.no_xla:
             variants.append(Variant("cached, XLA", batch, greedy(jit_compile=True), identity))
         if all_xla and saved:
-            # The int part of the `greedy` signature, in process: decoding plus the
-            # teacher-forced pass that scores the tokens, one XLA function.
+            # The int part of the `greedy` signature, in process: greedy decoding that
+            # adds up the score, one XLA function.
             scored = tf.function(scoring_module(model, tokenizer, steps)._greedy_ids,
                                  jit_compile=True, autograph=False)
-            variants.append(Variant("cached, XLA, + score pass", batch,
+            variants.append(Variant("cached, XLA, + score", batch,
                                     lambda ids=ids, f=scored: f(ids), lambda out: out[0]))
         if not args.no_beam:
             variants.append(Variant("beam 4, cached, tf.function", batch, beam(), identity))

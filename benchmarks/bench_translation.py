@@ -89,11 +89,15 @@ class Snapshots(keras.callbacks.Callback):
 
 
 def translate(signature, sentences, batch_size):
-    """Strings through the SavedModel signature, `batch_size` at a time."""
-    out = []
-    for start in range(0, len(sentences), batch_size):
-        texts = tf.constant(sentences[start : start + batch_size])
-        out += [t.decode("utf-8") for t in signature(text=texts)["translation"].numpy()]
+    """Strings through the SavedModel signature, `batch_size` at a time, in order of
+    length (less padding; the translations come back in the order given)."""
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    out = [None] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        texts = tf.constant([sentences[i] for i in chunk])
+        for i, t in zip(chunk, signature(text=texts)["translation"].numpy()):
+            out[i] = t.decode("utf-8")
     return out
 
 
@@ -134,11 +138,23 @@ def evaluate_snapshots(run_dir, snapshots, pairs, args, scratch):
             max_length=config["model_config"].get("max_length"), **tokenizers,
         )
         result = score(export_dir, args.signature, pairs, args.batch_size)
-        curve.append(dict(minutes=minutes, steps=steps, bleu=result["bleu"], chrf=result["chrf"]))
+        curve.append(dict(minutes=minutes, steps=steps, bleu=result["bleu"], chrf=result["chrf"],
+                          examples=result["examples"]))
         print(f"  {minutes:6.2f} min, step {steps}: BLEU {result['bleu']:.2f}, "
               f"chrF {result['chrf']:.2f} ({result['translate_seconds']:.0f} s to translate)",
               flush=True)
     return curve
+
+
+def cpu_model():
+    """The CPU's model name (`lscpu`'s "Model name"), else the architecture."""
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def parse_args(argv):
@@ -149,14 +165,22 @@ def parse_args(argv):
     parser.add_argument("--eval-every", type=float, default=None,
                         help="minutes between snapshots on the curve (default budget / 5)")
     parser.add_argument("--train-size", type=int, help="train on a random subset of the pairs")
+    parser.add_argument("--batch-size", dest="train_batch_size", type=int,
+                        help="training sentences per step (zoo train --batch-size; default 64)")
+    parser.add_argument("--batch-tokens", type=int,
+                        help="training batches of at most this many tokens (zoo train --batch-tokens)")
     parser.add_argument("--eval-size", type=int, default=1000,
                         help="held-out pairs scored (default 1000; 0 for all)")
-    parser.add_argument("--batch-size", type=int, default=64, help="translation batch")
+    parser.add_argument("--translate-batch", dest="batch_size", type=int, default=64,
+                        help="sentences per call to the SavedModel when scoring (64)")
     parser.add_argument("--signature", default="serving_default",
                         choices=("serving_default", "greedy"),
                         help="serving_default: beam search (4); greedy")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="config override, as zoo train --set")
+    parser.add_argument("--final-only", action="store_true",
+                        help="the result row is the final snapshot's (no extra scoring of the "
+                             "run's best checkpoint)")
     parser.add_argument("--out", help="run directory (default: a temporary one)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     parser.add_argument("--seed", type=int, default=0)
@@ -172,7 +196,7 @@ def main(argv=None):
     command = f"python benchmarks/bench_translation.py {' '.join(sys.argv[1:] if argv is None else argv)}"
     print(f"# bench_translation.py, {datetime.datetime.now():%Y-%m-%d %H:%M}")
     print(f"command: {command}")
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+    print(f"{cpu_model()}, {os.cpu_count()} cores, "
           f"TensorFlow {tf.__version__}, 1-minute load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="bench_translation_") as scratch:
         run_dir = pathlib.Path(args.out or pathlib.Path(scratch) / "run")
@@ -180,27 +204,32 @@ def main(argv=None):
         result = runs.train(
             args.model, args.data, out=str(run_dir), overrides=parse_overrides(args.set),
             callbacks=[snapshots], time_limit=args.budget, epochs=10_000, seed=args.seed,
-            train_size=args.train_size, verbose=0,
+            train_size=args.train_size, batch_size=args.train_batch_size,
+            batch_tokens=args.batch_tokens, verbose=0,
         )
         pairs = held_out(result.data, args.eval_size or None, args.seed)
         print(f"trained {result.train_seconds / 60:.1f} min ({snapshots.steps} steps, "
               f"{result.epochs} epochs, stopped by {result.stopped_by}); scoring "
               f"{len(pairs)} held-out pairs with `{args.signature}`", flush=True)
         curve = evaluate_snapshots(run_dir, snapshots.taken, pairs, args, scratch)
-        if (run_dir / "checkpoints" / "best.keras").is_file():
+        if args.final_only:
+            best, checkpoint = curve[-1], "final snapshot (--final-only)"
+        elif (run_dir / "checkpoints" / "best.keras").is_file():
             best_dir = runs.export_run(run_dir, to=pathlib.Path(scratch) / "best", quiet=True)
             checkpoint = "best"
         else:  # no epoch ended within the budget: the final snapshot
             best_dir = pathlib.Path(scratch) / "snapshots" / snapshots.taken[-1][2].stem / "1"
             checkpoint = "final snapshot (no epoch ended, so no best checkpoint)"
-        best = score(best_dir, args.signature, pairs, args.batch_size)
+        if not args.final_only:
+            best = score(best_dir, args.signature, pairs, args.batch_size)
     row = dict(
         date=f"{datetime.date.today()}", command=command, model=args.model, data=args.data,
         budget_minutes=args.budget, train_minutes=result.train_seconds / 60,
         steps=snapshots.steps, epochs=result.epochs, train_pairs=len(result.data.train_pairs),
         test_pairs=len(pairs), signature=args.signature, checkpoint=checkpoint,
         bleu=best["bleu"], chrf=best["chrf"],
-        curve=curve, examples=best["examples"], cpu=platform.processor() or platform.machine(),
+        curve=[{k: v for k, v in point.items() if k != "examples"} for point in curve],
+        examples=best["examples"], cpu=cpu_model(),
         cores=os.cpu_count(),
     )
     report(row)

@@ -252,6 +252,26 @@ def test_beam_size_one_is_greedy_and_scores_match_numpy(kind, models, rng):
     np.testing.assert_allclose(scores, numpy_scores(model, source, greedy.numpy(), 0.6), atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["pre_norm_untied_learned", "gru", "location"])
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_greedy_score_is_the_sum_of_the_chosen_log_probs(kind, jit_compile, models, rng):
+    model = models[kind]
+    source = padded_source(rng, SOURCE_LENGTHS)
+    end = pick_end_id(decode.greedy_decode(model, source, max_length=10).numpy())
+    tokens, scores = decode.greedy_decode(model, source, max_length=10, end_id=end,
+                                          return_score=True, jit_compile=jit_compile)
+    np.testing.assert_array_equal(tokens, decode.greedy_decode(model, source, max_length=10,
+                                                               end_id=end))
+    check_layout(tokens.numpy(), end)
+    np.testing.assert_allclose(scores, numpy_scores(model, source, tokens.numpy(), 0.0, end),
+                               atol=1e-4)
+    # With the last step forced to [END], its log-probability counts like any other.
+    forced, forced_scores = decode.greedy_decode(model, source, max_length=3, end_id=end,
+                                                 force_end=True, return_score=True)
+    np.testing.assert_allclose(
+        forced_scores, numpy_scores(model, source, forced.numpy(), 0.0, end), atol=1e-4)
+
+
 @pytest.mark.parametrize("kind", ["pre_norm_untied_learned", "lstm", "location"])
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_scores_match_numpy_and_beat_greedy(kind, alpha, models, rng):

@@ -107,6 +107,36 @@ def test_bucketing_keeps_every_example_once(data, tokenizers):
         assert len({int(np.searchsorted([8, 12], n, side="right")) for n in longest}) == 1
 
 
+def test_token_batches_hold_at_most_batch_tokens(data, tokenizers):
+    plain = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=16, shuffle=False
+    )
+    boundaries, budget = [8, 12], 100
+    by_tokens = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=None, bucket_boundaries=boundaries,
+        batch_tokens=budget, max_length=20, seed=3,
+    )
+    assert pipeline.bucket_batch_sizes(boundaries, 20, None, budget) == [14, 9, 5]
+    assert collections.Counter(rows(by_tokens)) == collections.Counter(rows(plain))
+    full = collections.Counter()
+    for source, target, _ in batches(by_tokens):
+        assert source.size <= budget and target.size <= budget
+        longest = np.maximum((source != 0).sum(1), (target != 0).sum(1))
+        (bucket,) = {int(np.searchsorted(boundaries, n, side="right")) for n in longest}
+        full[bucket, len(source)] += 1
+    # Every bucket's batches are full but the last one: 14, 9, 5 examples.
+    for bucket, size in enumerate([14, 9, 5]):
+        assert {n for b, n in full if b == bucket} - {size} == {
+            n for b, n in full if b == bucket and n < size}
+        assert sum(count for (b, n), count in full.items() if b == bucket and n < size) <= 1
+    with pytest.raises(ValueError, match="bucket_boundaries"):
+        pipeline.make_translation_dataset(data.train_pairs, *tokenizers, batch_size=None,
+                                          batch_tokens=100)
+    with pytest.raises(ValueError, match="batch_tokens"):
+        pipeline.make_translation_dataset(data.train_pairs, *tokenizers, batch_size=None,
+                                          bucket_boundaries=[8], batch_tokens=0)
+
+
 def test_drop_remainder(data, tokenizers):
     dataset = pipeline.make_translation_dataset(
         data.train_pairs, *tokenizers, batch_size=64, drop_remainder=True

@@ -18,7 +18,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
         "--max-steps", "5", "--time-limit", "1.5", "--seed", "2", "--val-ratio", "0.1",
         "--mixed-precision", "--jit", "--separate-vocabularies", "--data-dir", "d",
         "--train-size", "10", "--test-size", "4", "--test-ratio", "0.3", "--test-file", "t.tsv",
-        "--weights", "w.npz", "--tokenizer", "wordpiece",
+        "--weights", "w.npz", "--tokenizer", "wordpiece", "--batch-tokens", "512",
     ])
     given = {name: getattr(args, name) for name in TrainingOptions.names()}
     assert None not in given.values(), given
@@ -27,6 +27,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
     assert options.data_section()["test_path"] == "t.tsv"
     assert options.training_section()["tokenizer"] == "wordpiece"
     assert options.training_section()["weights"] == "w.npz"
+    assert options.training_section()["batch_tokens"] == 512
 
 
 def test_sections_are_the_config_json_ones_with_defaults_filled_in():
@@ -47,7 +48,7 @@ def test_an_earlier_config_json_reads_back_and_conflicts_name_the_option():
     assert TrainingOptions(seed=0, test_size=8).conflicts(saved) == []
 
 
-@pytest.mark.parametrize("field, value", [("epochs", 0), ("batch_size", True),
+@pytest.mark.parametrize("field, value", [("epochs", 0), ("batch_size", True), ("batch_tokens", 0),
                                           ("max_steps", 1.5), ("time_limit", -1)])
 def test_bad_values_are_refused_with_their_name(field, value):
     with pytest.raises(ValueError, match=field):
@@ -61,3 +62,18 @@ def test_options_are_frozen():
 
 def test_the_data_options_are_the_ones_preparation_passes_to_the_datasets():
     assert TrainingOptions.names("data") == preparation.DATA_OPTIONS
+
+
+def test_a_run_with_token_batches_records_them_and_image_runs_refuse_them(tmp_path, capsys):
+    from zoo import runs
+
+    small = dict(d_model=16, num_heads=2, intermediate_dim=32, num_encoder_layers=1,
+                 num_decoder_layers=1)
+    runs.train("transformer-tiny", "numbers", tmp_path / "run", overrides=small, train_size=64,
+               test_size=8, epochs=1, max_steps=2, batch_tokens=96, tokenizer="wordpiece")
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["training"]["batch_tokens"] == 96
+    assert "global batch 96 tokens" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="batch_tokens is for translation"):
+        runs.train("vit-tiny", "digits", tmp_path / "image", max_steps=1, batch_tokens=96,
+                   overrides=dict(hidden_dim=8, num_heads=1, mlp_dim=8, num_layers=1))

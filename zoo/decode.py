@@ -76,6 +76,7 @@ def greedy_decode(
     jit_compile=False,
     pad_id=PAD_ID,
     force_end=False,
+    return_score=False,
 ):
     """Greedy decoding of a batch: the arg-max token at every step.
 
@@ -96,15 +97,20 @@ def greedy_decode(
         pad_id: the padding id: masked in the source, never generated, and
             written after `[END]`.
         force_end: the step that reaches the length limit emits `end_id`.
+        return_score: also return each row's `log p(tokens | source)`, added up as
+            the loop decodes (no second pass over the tokens).
 
     Returns:
         int32 `(B, L)`: generated ids without `[START]`; the `[END]` token is kept
-        and everything after it is `pad_id`.
+        and everything after it is `pad_id`. With `return_score`, `(tokens, scores)`
+        with float32 `(B,)` scores: the sum of the chosen tokens' log-probabilities
+        up to and including `[END]`, the score `beam_search(beam_size=1, alpha=0)`
+        gives the same tokens.
     """
     source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
     return _run(
         model, source, max_length, jit_compile, int(start_id), int(end_id), bool(use_cache), 0, 0.0,
-        int(pad_id), bool(force_end), "gnmt",
+        int(pad_id), bool(force_end), "gnmt", bool(return_score),
     )
 
 
@@ -259,7 +265,7 @@ class _Decoder:
 
 
 def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, alpha,
-            pad_id=PAD_ID, force_end=False, penalty="gnmt"):
+            pad_id=PAD_ID, force_end=False, penalty="gnmt", with_score=False):
     """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants."""
     stepper = _stepper(model, use_cache, pad_id)
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)  # (B,)
@@ -272,7 +278,7 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
         limit = tf.fill(tf.shape(lengths), max_length)
     ids = Ids(start_id, end_id, pad_id, force_end)
     if beam_size == 0:
-        return decode_loops.greedy(stepper, source, width, limit, ids)
+        return decode_loops.greedy(stepper, source, width, limit, ids, with_score)
     if penalty == "hf":
         return hf_beam.beam(stepper, source, width, limit, ids, beam_size, alpha)
     return decode_loops.beam(stepper, source, width, limit, ids, beam_size, alpha)

@@ -29,31 +29,41 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def greedy(stepper, source, width, limit, ids):
-    """The arg-max token at every step: int32 `(B, width)`, `ids.pad` after `[END]`."""
+def greedy(stepper, source, width, limit, ids, with_score=False):
+    """The arg-max token at every step: int32 `(B, width)`, `ids.pad` after `[END]`.
+
+    With `with_score`, also float32 `(B,)`: the sum of the chosen tokens'
+    log-probabilities `log softmax(logits)[token]` up to and including `[END]` (the
+    score of beam search of width 1 with α = 0), added up in the loop.
+    """
     batch = tf.shape(source)[0]
     state = stepper.prepare(source, 1, width)
     tokens = tf.fill([batch], ids.start)  # the decoder input at step t
     output = tf.fill([batch, width], ids.pad)
     done = tf.less_equal(limit, 0)
+    score = tf.zeros([batch], tf.float32)
 
-    def keep_going(t, tokens, output, done, state):
+    def keep_going(t, tokens, output, done, score, state):
         return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
 
-    def step(t, tokens, output, done, state):
+    def step(t, tokens, output, done, score, state):
         logits, state = stepper.step(tokens, t, state)  # (B, V)
-        logits = tf.where(pad_column(logits, ids.pad), tf.constant(NEG, logits.dtype), logits)
-        logits = forced_end(logits, ids, t + 1 >= limit, NEG)
-        token = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B,)
+        masked = tf.where(pad_column(logits, ids.pad), tf.constant(NEG, logits.dtype), logits)
+        masked = forced_end(masked, ids, t + 1 >= limit, NEG)
+        token = tf.argmax(masked, axis=-1, output_type=tf.int32)  # (B,)
+        if with_score:  # log p(token) = logit - logsumexp(logits), in float32
+            logits = tf.cast(logits, tf.float32)
+            chosen = tf.gather(logits, token, batch_dims=1) - tf.reduce_logsumexp(logits, axis=-1)
+            score += tf.where(done, 0.0, chosen)
         token = tf.where(done, tf.fill(tf.shape(token), ids.pad), token)
         output = write_column(output, t, token)
         done = done | tf.equal(token, ids.end) | (t + 1 >= limit)
-        return t + 1, token, output, done, state
+        return t + 1, token, output, done, score, state
 
-    _, _, output, _, _ = tf.while_loop(
-        keep_going, keep_shapes(step), (tf.constant(0), tokens, output, done, state)
+    _, _, output, _, score, _ = tf.while_loop(
+        keep_going, keep_shapes(step), (tf.constant(0), tokens, output, done, score, state)
     )
-    return output
+    return (output, score) if with_score else output
 
 
 def _extend(log_probs, alive_log_probs, ended, done, k):

@@ -6,8 +6,8 @@ strings out (see `zoo.export` for their outputs). Each signature is a plain
 `tf.function`: tokenize (string ops), decode the int ids, detokenize.
 
 With `jit_compile=True` the decoding of the int ids (the search loop; for
-`greedy`, beam search of width 1 with alpha 0, which is greedy decoding and
-sums the log-probabilities as it goes) is an inner
+`greedy`, greedy decoding summing the chosen tokens' log-probabilities as it
+goes) is an inner
 `tf.function(jit_compile=True)`: XLA compiles it, and the string ops stay
 outside the XLA cluster (they do not compile). XLA compiles once per input
 shape, so the source is padded to a bucket width, the next power of two from
@@ -192,23 +192,6 @@ class TranslationModule(tf.Module):
         extra = bucket_width(tf.shape(ids)[1], self.max_length) - tf.shape(ids)[1]
         return tf.pad(ids, [[0, 0], [0, extra]], constant_values=self.ids["pad"])  # (B, W)
 
-    def sequence_log_prob(self, source, tokens):
-        """Sum of log p(token) over each row of `tokens` (B, L), up to and including [END].
-
-        One teacher-forced pass over `[START] + tokens[:, :-1]`: position t
-        sees the same prefix as decoding step t did (the decoder is causal).
-        """
-        batch = tf.shape(tokens)[0]
-        target = tf.concat(
-            [tf.fill([batch, 1], tf.constant(self.ids["start"], tf.int32)), tokens[:, :-1]], axis=1
-        )
-        logits = self.model({"source": source, "target": target}, training=False)  # (B, L, V)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        chosen = tf.gather(log_probs, tokens, batch_dims=2)  # (B, L)
-        end = tf.cast(tf.equal(tokens, self.ids["end"]), tf.int32)
-        after_end = tf.cumsum(end, axis=1, exclusive=True)
-        return tf.reduce_sum(tf.where(after_end > 0, tf.zeros_like(chosen), chosen), axis=1)
-
     def _outputs(self, text, run):
         source = self.source_ids(text)  # (B, S)
         if self.jit_compile:  # the int-only part, compiled by XLA (no string ops inside)
@@ -234,16 +217,9 @@ class TranslationModule(tf.Module):
         )
 
     def _greedy_ids(self, source):  # int32 (B, S) -> tokens (B, L), score (B,)
-        if self.jit_compile:
-            # Beam search of width 1 with alpha 0 is greedy decoding, and its score is the
-            # sum of the chosen tokens' log-probabilities (`zoo.decode.beam_search`): one
-            # loop, no teacher-forced pass (under XLA as fast as greedy_decode at batch 1).
-            return decode.beam_search(
-                self.model, source, beam_size=1, alpha=0.0, length_penalty="gnmt",
-                **self._decode_args(),
-            )
-        tokens = decode.greedy_decode(self.model, source, **self._decode_args())
-        return tokens, self.sequence_log_prob(source, tokens)
+        # The score (the sum of the chosen tokens' log-probabilities) is added up in the
+        # decoding loop: no second, teacher-forced pass over the tokens.
+        return decode.greedy_decode(self.model, source, return_score=True, **self._decode_args())
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def beam(self, text):

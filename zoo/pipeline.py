@@ -89,6 +89,7 @@ def make_translation_dataset(
     drop_remainder=False,
     shuffle_buffer_size=None,
     tokenize_batch_size=1024,
+    batch_tokens=None,
 ):
     """Pairs of strings -> padded teacher-forcing batches (see the module docstring).
 
@@ -102,7 +103,7 @@ def make_translation_dataset(
         source_tokenizer, target_tokenizer: `zoo.text.WordPieceTokenizer`s
             (or anything with a `tokenize` taking `tf.string` (B,) and
             returning ragged ids (B, (T))); may be the same object.
-        batch_size: examples per batch.
+        batch_size: examples per batch (ignored with `batch_tokens`; may be None then).
         max_length: longest `source`, `target` and `labels` (>= 2).
         shuffle: shuffle the pairs every epoch. Order is deterministic given
             `seed` (and TensorFlow's global seed, which tf.data combines
@@ -115,6 +116,13 @@ def make_translation_dataset(
         drop_remainder: drop the last, smaller batch (of each bucket).
         shuffle_buffer_size: default: all pairs (a full shuffle).
         tokenize_batch_size: strings tokenized per call (speed only).
+        batch_tokens: batches by tokens instead of examples (fairseq's `--max-tokens`,
+            tensor2tensor's token batch size): each bucket's batches hold
+            `batch_tokens // n` examples (at least one), n the longest length the
+            bucket admits (the last bucket: `max_length`), so no padded batch has
+            more than `batch_tokens` positions in `source` or `target`. Short
+            sentences come in large batches, long ones in small. Needs
+            `bucket_boundaries`.
 
     Returns:
         `tf.data.Dataset` of `({"source": int32 (B, S), "target": int32
@@ -122,9 +130,11 @@ def make_translation_dataset(
     """
     sources, targets = _check_pairs(pairs)
     _check_options(source_tokenizer, target_tokenizer, batch_size, max_length,
-                   tokenize_batch_size, shuffle_buffer_size)
+                   tokenize_batch_size, shuffle_buffer_size, batch_tokens)
     if bucket_boundaries is not None:
         bucket_boundaries = _check_bucket_boundaries(bucket_boundaries, max_length)
+    if batch_tokens is not None and bucket_boundaries is None:
+        raise ValueError("batch_tokens needs bucket_boundaries (batches by length bucket)")
     ids = _special_ids(target_tokenizer)
     dataset = tf.data.Dataset.from_tensor_slices(
         (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
@@ -138,7 +148,11 @@ def make_translation_dataset(
     # unbatch hides the size; restore it so padded batches have a known count.
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(sources)))
     # (S,), (T,), (T,) per example
-    dataset = _padded_batches(dataset, batch_size, bucket_boundaries, ids["pad"], drop_remainder)
+    sizes = None
+    if bucket_boundaries is not None:
+        sizes = bucket_batch_sizes(bucket_boundaries, max_length, batch_size, batch_tokens)
+    dataset = _padded_batches(dataset, batch_size, bucket_boundaries, sizes, ids["pad"],
+                              drop_remainder)
     dataset = dataset.map(
         lambda source, target, labels: ({"source": source, "target": target}, labels),
         num_parallel_calls=tf.data.AUTOTUNE,
@@ -149,13 +163,16 @@ def make_translation_dataset(
 
 
 def _check_options(source_tokenizer, target_tokenizer, batch_size, max_length,
-                   tokenize_batch_size, shuffle_buffer_size):
+                   tokenize_batch_size, shuffle_buffer_size, batch_tokens):
     for name, value, minimum in (
-        ("batch_size", batch_size, 1),
         ("max_length", max_length, 2),
         ("tokenize_batch_size", tokenize_batch_size, 1),
     ):
         check_int(name, value, minimum)
+    if batch_tokens is None:
+        check_int("batch_size", batch_size, 1)
+    else:
+        check_int("batch_tokens", batch_tokens, 1)
     if shuffle_buffer_size is not None and (
         not isinstance(shuffle_buffer_size, int) or shuffle_buffer_size < 1
     ):
@@ -200,8 +217,19 @@ def _teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_lengt
     return dataset.unbatch().map(lambda source, target, labels: (source, target, labels))
 
 
-def _padded_batches(dataset, batch_size, bucket_boundaries, pad_id, drop_remainder):
-    """Examples -> batches padded with `pad_id`, by length bucket when there are boundaries."""
+def bucket_batch_sizes(bucket_boundaries, max_length, batch_size, batch_tokens=None):
+    """Examples per batch of each length bucket: `batch_size` for every bucket, or with
+    `batch_tokens`, `batch_tokens // n` (at least 1) where n is the longest length the
+    bucket admits: `boundary - 1`, and `max_length` for the last bucket."""
+    if batch_tokens is None:
+        return [batch_size] * (len(bucket_boundaries) + 1)
+    longest = [boundary - 1 for boundary in bucket_boundaries] + [max_length]
+    return [max(1, batch_tokens // n) for n in longest]
+
+
+def _padded_batches(dataset, batch_size, bucket_boundaries, sizes, pad_id, drop_remainder):
+    """Examples -> batches padded with `pad_id`, by length bucket (of `sizes` examples)
+    when there are boundaries."""
     padded_shapes = ([None], [None], [None])
     padding_values = (tf.constant(pad_id, tf.int32),) * 3
     if bucket_boundaries is None:
@@ -213,7 +241,7 @@ def _padded_batches(dataset, batch_size, bucket_boundaries, pad_id, drop_remaind
             tf.shape(source)[0], tf.shape(target)[0]
         ),
         bucket_boundaries=bucket_boundaries,
-        bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+        bucket_batch_sizes=sizes,
         padded_shapes=padded_shapes,
         padding_values=padding_values,
         drop_remainder=drop_remainder,

@@ -54,6 +54,9 @@ def add_train_parser(commands):
         val_ratio="share of the training split used for validation (default 0.05)",
     ))
     p.add_argument("--max-steps", type=positive_int, help="stop after this many steps in total")
+    p.add_argument("--batch-tokens", type=positive_int, metavar="N",
+                   help="translation: batches of at most N tokens per replica, by length, "
+                        "instead of --batch-size sentences (fairseq's --max-tokens)")
     p.add_argument("--time-limit", type=float, metavar="MINUTES",
                    help="stop training after this many minutes")
     p.add_argument("--tpu", help="TPU name or grpc:// address for --strategy tpu")

@@ -33,6 +33,9 @@ class TrainingOptions:
     epochs: int | None = _option("training", "epochs", default=10)
     batch_size: int | None = _option(
         "training", "examples per replica per step (default 64 for text, 128 for images)")
+    batch_tokens: int | None = _option(
+        "training", "translation: batches of at most this many tokens per replica (padded "
+        "source or target positions), by length bucket, instead of batch_size examples")
     max_steps: int | None = _option("training", "stop after this many steps in total")
     time_limit: float | None = _option("training", "stop training after this many minutes")
     seed: int | None = _option("training", "random seed", default=0)
@@ -64,7 +67,7 @@ class TrainingOptions:
     test_path: str | None = _option("data", "tsv:: a second file of test pairs")
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "max_steps"):
+        for name in ("epochs", "batch_size", "batch_tokens", "max_steps"):
             check_positive_int(name, getattr(self, name), allow_none=True)
         limit = self.time_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))

@@ -93,7 +93,8 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
         **options: the fields of `TrainingOptions` (`zoo.runs.options`):
             `epochs` (default 10), `batch_size` (per replica; default 64 for
             translation, 128 for images; the global batch is `batch_size ×
-            strategy.num_replicas_in_sync`), `max_steps`, `time_limit`
+            strategy.num_replicas_in_sync`), `batch_tokens` (translation: batches
+            of at most this many tokens per replica instead), `max_steps`, `time_limit`
             (minutes, this call), `seed` (default 0: Python, NumPy,
             TensorFlow, Keras, the data and the splits), `val_ratio` (default
             0.05; 0 for none, then `best.keras` follows `loss`),
@@ -234,9 +235,11 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     if training["batch_size"] is None:
         training["batch_size"] = 64 if kind == "translation" else 128
     global_batch = distribute.global_batch_size(training["batch_size"], strategy)
+    global_tokens = (None if training.get("batch_tokens") is None
+                     else distribute.global_batch_size(training["batch_tokens"], strategy))
     tokenizer_pair = _tokenizers(plan, kind, data, base_config, run_dir, quiet)
     train_data, val_data, num_train, num_val = _datasets(
-        kind, data, tokenizer_pair, base_config, global_batch, training)
+        kind, data, tokenizer_pair, base_config, global_batch, global_tokens, training)
     steps_per_epoch = math.ceil(num_train / global_batch)  # an upper bound with bucketing
     if plan.saved:
         model_config = dict(plan.saved["model_config"])
@@ -256,7 +259,8 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     say(
         f"Training {plan.name} ({model.count_params():,} parameters) for {training['epochs']} "
         f"epochs, {num_train:,} examples ({num_val:,} for validation), global batch "
-        f"{global_batch} on {strategy.num_replicas_in_sync} replica(s); run directory {run_dir}",
+        f"{global_batch if global_tokens is None else f'{global_tokens} tokens'} on "
+        f"{strategy.num_replicas_in_sync} replica(s); run directory {run_dir}",
         quiet,
     )
     fitted = fit(model, train_data, val_data, training, run_dir, write_dir, callbacks,
@@ -280,13 +284,15 @@ def _tokenizers(plan, kind, data, base_config, run_dir, quiet):
                             kind=plan.training["tokenizer"])
 
 
-def _datasets(kind, data, tokenizer_pair, base_config, global_batch, training):
+def _datasets(kind, data, tokenizer_pair, base_config, global_batch, global_tokens, training):
     """`(train, validation or None, num_train, num_validation)`, sharded by data."""
     if kind == "translation":
         train_data, val_data, num_train, num_val = translation_datasets(
             data.train_pairs, tokenizer_pair[0], tokenizer_pair[1], global_batch,
-            base_config["max_length"], training["val_ratio"], training["seed"],
+            base_config["max_length"], training["val_ratio"], training["seed"], global_tokens,
         )
+    elif global_tokens is not None:
+        raise ValueError("batch_tokens is for translation runs; image runs take batch_size")
     else:
         train_data, val_data, num_train, num_val = image_datasets(
             data.x_train, data.y_train, global_batch, training["val_ratio"], training["seed"]
