@@ -21,7 +21,7 @@ TINY = ["num_encoder_layers=1", "num_decoder_layers=1", "d_model=16", "num_heads
     reason="no Spanish gettext catalogs on this machine (/usr/share/locale/es)",
 )
 def test_bench_translation_scores_the_exported_model(tmp_path):
-    command = [sys.executable, str(SCRIPT), "--budget", "0.05", "--eval-every", "0.02",
+    command = [sys.executable, str(SCRIPT), "--budget", "0.05", "--eval-every", "0.05",
                "--model", "transformer-tiny", "--train-size", "200", "--eval-size", "8",
                "--signature", "greedy", "--json", str(tmp_path / "row.json")]
     for override in TINY:
