@@ -7,7 +7,7 @@ training (time inside `fit`) and at the end. Afterwards every snapshot, and the 
 `best` checkpoint (`zoo export`'s default), is exported with `zoo.export` and loaded
 back as a SavedModel (`tf.saved_model.load`, strings in, strings out), and its
 translations of the held-out catalogs (whole `.mo` files never seen in training,
-`zoo.catalogs`) are scored with sacrebleu: corpus BLEU and chrF, both cased, against
+`zoo.datasets.catalogs`) are scored with sacrebleu: corpus BLEU and chrF, both cased, against
 the catalogs' own strings.
 
 Printed: the curve (training minutes, steps, BLEU, chrF per snapshot) and one result

@@ -1,4 +1,4 @@
-"""`zoo.augmentation`: the ViT's shifted images and augmentation layers.
+"""`zoo.vit.augmentation`: the ViT's shifted images and augmentation layers.
 
 Each goes through the shared layer check (`tests/layer_checks.py`); the rest
 compares them with NumPy.
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from zoo.augmentation import Augmentation, RandomShift, ShiftedImages
+from zoo.vit.augmentation import Augmentation, RandomShift, ShiftedImages
 
 from layer_checks import run_layer_checks  # pytest puts tests/ (no __init__.py) on sys.path
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo import catalogs
+from zoo.datasets import catalogs
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_translation.py"
 TINY = ["num_encoder_layers=1", "num_decoder_layers=1", "d_model=16", "num_heads=2",

@@ -4,7 +4,8 @@ import struct
 
 import pytest
 
-from zoo import catalogs, datasets
+from zoo import datasets
+from zoo.datasets import catalogs
 
 
 def write_mo(path, messages, charset="UTF-8", translator="Ana"):

@@ -26,7 +26,7 @@ import tensorflow_text
 
 import zoo
 from zoo import decode, families, text
-from zoo.convs2s_layers import (
+from zoo.convs2s.layers import (
     ConvS2SDecoderBlock,
     ConvS2SEncoderBlock,
     GatedConvolution,

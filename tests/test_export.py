@@ -29,7 +29,9 @@ import tensorflow_text
 from tensorflow.core.protobuf import saved_model_pb2
 
 import zoo
-from zoo import decode, export_translation, pipeline, text
+from zoo import decode, text
+from zoo.datasets import pipeline
+from zoo.export import translation as export_translation
 
 SEED = 1234
 START, END = 2, 3

@@ -21,7 +21,7 @@ import pytest
 import tensorflow_text
 
 import zoo
-from zoo.sentencepiece_tokenizer import SentencePieceTokenizer
+from zoo.text.sentencepiece import SentencePieceTokenizer
 
 MAX_LENGTH = 12
 SCRIPT = pathlib.Path(__file__).resolve().parent / "serve_attacks.py"

@@ -1,6 +1,19 @@
-"""The shape of `zoo/`: data flows down, never back up, and no import cycle.
+"""The shape of `zoo/`: one package per concern, data flowing down, no import cycle.
 
 Read from the source (module-level imports only), so the test needs no import.
+The order, bottom to top (a module may import its own level and those below):
+
+    files, progress, moved, checkpoints, families      shared plumbing
+    text                                                tokenizers and special ids
+    distribute, registry, description                   strategies, registration
+    datasets                                            data, pipelines, preparation
+    transformer, seq2seq, convs2s, vit                  the model families
+    decode                                              greedy, beam, sampling
+    export                                              TF Serving SavedModels
+    plot                                                pictures
+    runs                                                run directories: train, evaluate, ...
+    tuning                                              keras-tuner searches
+    cli, __main__                                       the command line
 """
 
 import ast
@@ -10,7 +23,23 @@ import pytest
 
 ZOO = pathlib.Path(__file__).resolve().parent.parent / "zoo"
 # The layers that run and search models, and the command line on top of them.
-UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.demo", "zoo.__main__")
+UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.__main__")
+LEVELS = (
+    ("zoo.files", "zoo.progress", "zoo.moved", "zoo.checkpoints", "zoo.torch_pickle", "zoo.families"),
+    ("zoo.text",),
+    ("zoo.distribute", "zoo.registry", "zoo.description"),
+    ("zoo.datasets",),
+    ("zoo.transformer", "zoo.seq2seq", "zoo.convs2s", "zoo.vit"),
+    ("zoo.decode",),
+    ("zoo.export",),
+    ("zoo.plot",),
+    ("zoo.runs",),
+    ("zoo.tuning",),
+    ("zoo.cli", "zoo.__main__"),
+)
+# The flat modules of `zoo/` besides the packages: a new one needs a reason.
+FLAT = {"__init__", "__main__", "checkpoints", "description", "families", "files", "moved",
+        "progress", "registry", "seq2seq", "torch_pickle"}
 
 
 def _module_name(path):
@@ -65,3 +94,23 @@ def test_no_import_cycle_between_modules():
 
     for name in sorted(graph):
         visit(name, [])
+
+
+def _level(name):
+    for level, prefixes in enumerate(LEVELS):
+        if any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes):
+            return level
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(name for name in GRAPH if name != "zoo"))
+def test_every_module_has_a_level_and_imports_only_its_level_or_below(module):
+    assert _level(module) is not None, f"{module} belongs to no level of LEVELS"
+    upward = [name for name in GRAPH[module]
+              if name != "zoo" and _level(name) is not None and _level(name) > _level(module)]
+    assert not upward, f"{module} (level {_level(module)}) imports upward: {upward}"
+
+
+def test_zoo_holds_packages_and_a_few_flat_modules():
+    flat = {path.stem for path in ZOO.glob("*.py")}
+    assert flat == FLAT, f"new flat modules: {sorted(flat - FLAT)}; gone: {sorted(FLAT - flat)}"

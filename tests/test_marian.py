@@ -19,8 +19,9 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import decode, marian, tokenizers
-from zoo.transformer import TransformerConfig
+from zoo import decode
+from zoo.text import tokenizers
+from zoo.transformer import TransformerConfig, marian
 
 FOLDER = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
 
@@ -271,7 +272,7 @@ def smoothed_loss(logits, labels, pad, smoothing):
 
 def test_data_path_encodes_like_hugging_face(imported, fine_tuning):
     """The pipeline's batch, and the imported model's logits on it, are Hugging Face's."""
-    from zoo import pipeline
+    from zoo.datasets import pipeline
 
     model, source, target = imported
     pairs = [tuple(pair) for pair in fine_tuning["pairs"]]
@@ -443,7 +444,7 @@ def test_cli_fine_tuning_refuses_a_contradicting_set_in_one_line(imported, tmp_p
 
 
 def test_torch_state_dict_reader():
-    from zoo import torch_checkpoint
+    from zoo import torch_pickle as torch_checkpoint
 
     fixtures = FOLDER.parent
     state = torch_checkpoint.read_state_dict(fixtures / "torch_state_dict.bin")
@@ -457,7 +458,7 @@ def test_torch_state_dict_reader():
 def test_torch_reader_refuses_other_objects(tmp_path):
     import zipfile
 
-    from zoo import torch_checkpoint
+    from zoo import torch_pickle as torch_checkpoint
 
     path = tmp_path / "evil.bin"
     with zipfile.ZipFile(path, "w") as archive:

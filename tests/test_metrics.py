@@ -1,11 +1,11 @@
-"""Tests of `zoo.metrics`: corpus BLEU against a from-scratch computation, exact match."""
+"""Tests of `zoo.runs.scores`: corpus BLEU against a from-scratch computation, exact match."""
 
 import collections
 import math
 
 import pytest
 
-from zoo import metrics
+from zoo.runs import scores as metrics
 
 HYPOTHESES = [
     "the cat sat on the mat today",

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from zoo import datasets, pipeline, text
+from zoo import datasets, text
+from zoo.datasets import pipeline
 from zoo.text import END_ID, PAD_ID, START_ID
 
 

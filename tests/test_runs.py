@@ -1,4 +1,4 @@
-"""`zoo.runs` (the API behind `zoo train/evaluate/export/predict`), `zoo.preparation` and `zoo.datasets.load`."""
+"""`zoo.runs` (the API behind `zoo train/evaluate/export/predict`), `zoo.datasets.preparation` and `zoo.datasets.load`."""
 
 import csv
 import json
@@ -9,8 +9,10 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import datasets, preparation, runs, text, tokenizers
+from zoo import datasets, runs, text
+from zoo.datasets import preparation
 from zoo.runs import callbacks, evaluation, options
+from zoo.text import tokenizers
 
 from fashion_files import write_fashion_idx  # tests/ is on sys.path
 

@@ -6,7 +6,8 @@ import pathlib
 
 import pytest
 
-from zoo import cli, preparation
+from zoo import cli
+from zoo.datasets import preparation
 from zoo.runs.options import TrainingOptions
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

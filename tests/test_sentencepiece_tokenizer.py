@@ -13,7 +13,7 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from zoo import text
-from zoo.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece_model
+from zoo.text.sentencepiece import SentencePieceTokenizer, train_sentencepiece_model
 
 # Real sentences: accents, capitals, numbers, punctuation, quotes (Cervantes,
 # Goethe, Hugo, and user-interface strings such as the gettext catalogs hold).
@@ -163,7 +163,7 @@ def test_a_saved_model_serves_it_in_a_process_without_our_code(tokenizer, tmp_pa
 
 
 def test_round_trip_on_the_machines_real_translations():
-    from zoo import catalogs
+    from zoo.datasets import catalogs
 
     if "es" not in catalogs.languages():
         pytest.skip("no Spanish gettext catalogs in /usr/share/locale/es/LC_MESSAGES on this machine "

@@ -2,8 +2,9 @@
 
 
 
-from zoo import text, tokens
+from zoo import text
 from zoo.text import ids, normalization, vocabulary, wordpiece, wordpiece_bpe
+from zoo.text import special as tokens
 
 
 def test_reserved_ids_are_fixed():

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from zoo.text import ids
-from zoo.tokens import END_ID, PAD_ID, START_ID, UNK_ID
+from zoo.text.special import END_ID, PAD_ID, START_ID, UNK_ID
 
 
 def reference_clean(row, vocab_size):

@@ -1,10 +1,11 @@
-"""`zoo.tokenizers`: learning by name, and loading whichever kind a folder holds."""
+"""`zoo.text.tokenizers`: learning by name, and loading whichever kind a folder holds."""
 
 import pytest
 import tensorflow as tf
 
-from zoo import text, tokenizers
-from zoo.sentencepiece_tokenizer import SentencePieceTokenizer
+from zoo import text
+from zoo.text import tokenizers
+from zoo.text.sentencepiece import SentencePieceTokenizer
 
 SENTENCES = ["Tres cientos veinte.", "Hola, Mundo.", "¿Qué tal?"] * 10
 

@@ -1,4 +1,4 @@
-"""Tests of pretrained ViT weights (`zoo.vit_checkpoints`, `zoo.get(name, weights=PATH)`).
+"""Tests of pretrained ViT weights (`zoo.vit.weights.checkpoint`, `zoo.get(name, weights=PATH)`).
 
 The fixtures in tests/fixtures/vit/ come from timm and transformers
 (tools/make_vit_fixtures.py, which also checks that timm's own npz loader and
@@ -23,8 +23,11 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import tensor_files, vit_checkpoints, vit_pretrained, vit_timm
-from zoo.vit_resample import resample_position_embeddings
+from zoo import checkpoints as tensor_files
+from zoo.vit.weights import checkpoint as vit_checkpoints
+from zoo.vit.weights import pretrained as vit_pretrained
+from zoo.vit.weights import timm as vit_timm
+from zoo.vit.weights.resample import resample_position_embeddings
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "vit"
 REFERENCES = np.load(FIXTURES / "references.npz")

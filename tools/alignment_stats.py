@@ -20,7 +20,8 @@ import json
 import numpy as np
 
 import zoo
-from zoo import pipeline, plot, preparation
+from zoo import plot
+from zoo.datasets import pipeline, preparation
 from zoo.runs import rundir
 
 

@@ -37,7 +37,8 @@ import numpy as np
 import tensorflow as tf
 
 import zoo
-from zoo import datasets, decode, pipeline, plot, text
+from zoo import datasets, decode, plot, text
+from zoo.datasets import pipeline
 
 SMOKE = os.environ.get("TUTORIAL_SMOKE") == "1"  # tiny sizes, for CI
 OUT = pathlib.Path(os.environ.get("TUTORIAL_OUT", "docs/images"))
@@ -68,7 +69,7 @@ example = tf.constant([data.train_pairs[0][0]])
 print(source_tokenizer.lookup(source_tokenizer.tokenize(example)).to_list())
 
 # %% [markdown]
-# `zoo.pipeline` tokenizes inside `tf.data` and builds teacher-forcing batches:
+# `zoo.datasets.pipeline` tokenizes inside `tf.data` and builds teacher-forcing batches:
 # `source = x + [END]`, decoder input `target = [START] + y`, labels `y + [END]`.
 
 # %%

@@ -36,7 +36,8 @@ import sacrebleu
 import tensorflow as tf
 
 import zoo
-from zoo import datasets, decode, pipeline, plot, text
+from zoo import datasets, decode, plot, text
+from zoo.datasets import pipeline
 
 SMOKE = os.environ.get("TUTORIAL_SMOKE") == "1"  # tiny sizes, for CI
 OUT = pathlib.Path(os.environ.get("TUTORIAL_OUT", "docs/images"))

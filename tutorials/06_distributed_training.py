@@ -43,7 +43,8 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 import zoo  # noqa: E402
-from zoo import datasets, distribute, pipeline, text  # noqa: E402
+from zoo import datasets, distribute, text
+from zoo.datasets import pipeline
 
 SMOKE = os.environ.get("TUTORIAL_SMOKE") == "1"  # tiny sizes, for CI
 OUT = pathlib.Path(os.environ.get("TUTORIAL_OUT", "docs/images"))

@@ -5,26 +5,16 @@
     model = zoo.get("transformer-tiny", vocabulary_size=1000)
     model.fit(dataset)
     print(zoo.describe("transformer-base"))
-    vit = zoo.get("vit-b16", weights="ViT-B_16.npz", num_classes=10)  # pretrained (zoo.vit_checkpoints)
+    vit = zoo.get("vit-b16", weights="ViT-B_16.npz", num_classes=10)  # pretrained (zoo.vit.weights)
     zoo.export(model, "saved_models/numbers", tokenizer=tokenizer)  # TF Serving SavedModel
 
-`zoo.export` is the module `zoo/export.py`, callable: `zoo.export(...)` and
+`zoo.export` is the package `zoo/export/`, callable: `zoo.export(...)` and
 `from zoo.export import export` are the same function.
 """
 
-from zoo import (
-    convs2s,
-    export,
-    families,
-    marian,
-    registry,
-    seq2seq,
-    transformer,
-    tuning,
-    vit,
-    vit_checkpoints,
-    vit_pretrained,
-)
+import importlib
+
+from zoo import convs2s, families, moved, registry, seq2seq, transformer, vit
 from zoo.description import Description, describe
 from zoo.registry import (
     UnknownModelError,
@@ -36,7 +26,29 @@ from zoo.registry import (
     search_space,
     unregister,
 )
-from zoo.tuning import hypermodel
+from zoo.transformer import marian  # registers `zoo.get(..., weights=FOLDER)` for OPUS-MT
+from zoo.vit.weights import pretrained as vit_pretrained  # registers the ViT weight readers
+
+moved.install()
+
+# Loaded on first use (PEP 562), so that `import zoo` stays light: `export`
+# brings tensorflow-text, `tuning` and `hypermodel` keras-tuner, `plot` matplotlib.
+_LAZY = {
+    "decode": "zoo.decode",
+    "export": "zoo.export",
+    "plot": "zoo.plot",
+    "runs": "zoo.runs",
+    "tuning": "zoo.tuning",
+    "vit_checkpoints": "zoo.vit.weights.checkpoint",
+}
+
+
+def __getattr__(name):
+    if name == "hypermodel":  # the function, not its module
+        return importlib.import_module("zoo.tuning").hypermodel
+    if name in _LAZY:
+        return importlib.import_module(_LAZY[name])
+    raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 
 def attention_weights(model, inputs):

@@ -98,9 +98,9 @@ def register_family(config_class, name, compile_fn=None, search_space=None, read
     Pretrained weights (`zoo.get(name, weights=path)`), one of two ways:
     `read_weights`: `path -> checkpoint`, loaded into the entry's own model;
     the checkpoint has `overrides(user_overrides) -> config overrides` and
-    `load_into(model, config, name)` (ViT, `zoo.vit_checkpoints.Checkpoint`).
+    `load_into(model, config, name)` (ViT, `zoo.vit.weights.checkpoint.Checkpoint`).
     `import_weights(path, base_config, **overrides) -> (model, config)`: the
-    family builds the model from the folder itself (Transformer, `zoo.marian`);
+    family builds the model from the folder itself (Transformer, `zoo.transformer.marian`);
     then `import_config(path, base_config, **overrides) -> config` reads the
     config alone, and `import_tokenizers(path) -> (source, target)` gives the
     folder's own tokenizers (what fine-tuning such a model trains with).
@@ -113,8 +113,8 @@ def register_weights(config_class, read_weights=None, import_weights=None, impor
     """Give a registered family its pretrained-weights hooks (see `register_family`).
 
     The modules that read checkpoints sit above the families (they build
-    the family's models), so they register themselves: `zoo.vit_pretrained`
-    for the ViT, `zoo.marian` for the Transformer.
+    the family's models), so they register themselves: `zoo.vit.weights.pretrained`
+    for the ViT, `zoo.transformer.marian` for the Transformer.
     """
     family = _FAMILIES.get(config_class)
     if family is None:
@@ -255,12 +255,12 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
     Args:
         name: a registry name (`zoo.list()`).
         weights: a pretrained checkpoint to start from (ViT: Google `.npz`, timm
-            `.safetensors` / `.pth`, a Hugging Face folder; `zoo.vit_checkpoints`).
+            `.safetensors` / `.pth`, a Hugging Face folder; `zoo.vit.weights.checkpoint`).
             The file sets the config fields it implies and the family's
             fine-tuning recipe; `overrides` still win (e.g. `image_size=384`
             resamples the position embeddings, `num_classes=K` makes a new head).
             Or a folder the family imports (Transformer: a Hugging Face Marian /
-            OPUS-MT folder, `zoo.marian`): the sizes come from the folder.
+            OPUS-MT folder, `zoo.transformer.marian`): the sizes come from the folder.
         strategy: a `tf.distribute.Strategy` or a name of
             `zoo.distribute.STRATEGIES` (`"mirrored"`, ...); the model and its
             optimizer are created inside its scope, and `model.fit` then
@@ -314,7 +314,7 @@ def weights_overrides(name, weights, overrides):
     """The config overrides `get(name, weights=weights, **overrides)` builds with: the
     file's architecture fields and fine-tuning recipe under `overrides`, which win
     (ViT); a folder the family imports fixes its fields, and an override that
-    contradicts one raises a `ValueError` naming the field (Transformer, `zoo.marian`).
+    contradicts one raises a `ValueError` naming the field (Transformer, `zoo.transformer.marian`).
     """
     import_config = _family_attr(_entry(name).config, "import_config")
     if import_config is None:

@@ -1,7 +1,7 @@
 """`zoo demo`: the main job, end to end, on the offline numbers task."""
 
-from zoo import demo
 from zoo.cli.arguments import positive_int
+from zoo.runs import demo
 
 
 def _cmd_demo(args):

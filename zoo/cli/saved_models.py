@@ -1,7 +1,8 @@
 """`zoo export` and `zoo import`: TF Serving SavedModels of a run or of an OPUS-MT folder."""
 
-from zoo import marian, runs
+from zoo import runs
 from zoo.cli.arguments import positive_int
+from zoo.transformer import marian
 
 
 def _cmd_export(args):
@@ -51,7 +52,7 @@ def add_import_parser(commands):
             "Import a Hugging Face Marian / OPUS-MT folder (config.json, model.safetensors or "
             "pytorch_model.bin, source.spm, target.spm, vocab.json) into the zoo's Transformer "
             "and export it: strings in, strings out, its SentencePiece tokenizers and beam "
-            "search (Hugging Face's length penalty) inside the graph (zoo.marian)."
+            "search (Hugging Face's length penalty) inside the graph (zoo.transformer.marian)."
         ),
         epilog="Example: zoo import opus-mt-en-de --to saved_models/opus-mt-en-de",
     )

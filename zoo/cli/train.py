@@ -2,7 +2,7 @@
 
 import argparse
 
-from zoo import distribute, runs, tokenizers
+from zoo import distribute, runs
 from zoo.cli.arguments import (
     DATASETS_HELP,
     add_data_arguments,
@@ -11,6 +11,7 @@ from zoo.cli.arguments import (
     positive_int,
 )
 from zoo.runs.options import TrainingOptions
+from zoo.text import tokenizers
 
 
 def _cmd_train(args):

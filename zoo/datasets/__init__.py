@@ -14,7 +14,7 @@ Translation (all return a `TranslationData`, pairs are `(source, target)`):
   "05.03.2024") -> ISO 8601 ("2024-03-05").
 * `tsv(path)`: your own `source<TAB>target` file.
 * `gettext(language)`: English -> LANG user-interface strings from the
-  machine's installed `.mo` catalogs (`zoo.catalogs`), split by catalog.
+  machine's installed `.mo` catalogs (`zoo.datasets.catalogs`), split by catalog.
 * `get_translation_dataset("numbers" | "dates" | "tsv:PATH" | "gettext:LANG", **kwargs)`.
 
 Each takes `progress=False`; with True a `keras.utils.Progbar` on stdout

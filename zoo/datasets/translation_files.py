@@ -6,7 +6,7 @@ import pathlib
 
 import numpy as np
 
-from zoo import catalogs
+from zoo.datasets import catalogs
 from zoo.datasets.pairs import TranslationData, update_progress
 from zoo.progress import progress_bar
 
@@ -177,7 +177,7 @@ def gettext(language, locale_dir=None, test_ratio=0.05, seed=0, progress=False):
     """English -> `language` user-interface strings from the installed gettext catalogs.
 
     Real translations by people, about 40,000 pairs for `es`, `de` or `fr` on
-    a Debian machine; cleaned and split by catalog as `zoo.catalogs` says.
+    a Debian machine; cleaned and split by catalog as `zoo.datasets.catalogs` says.
     `locale_dir` defaults to `/usr/share/locale`. `progress` is accepted for
     symmetry and unused (reading takes about a second).
     """

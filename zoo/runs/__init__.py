@@ -12,7 +12,7 @@ One module per concern: `rundir` (the run-directory format, `load_run`),
 `imported` (fine-tuning a model imported from a folder, with its own
 tokenizers), `inference` (`translate`), `evaluation`, `exporting` and
 `prediction`. What a dataset spec becomes before training is
-`zoo.preparation`'s, shared with `zoo.tuning`.
+`zoo.datasets.preparation`'s, shared with `zoo.tuning`.
 """
 
 from zoo.runs.evaluation import evaluate

@@ -7,16 +7,18 @@ import time
 
 import numpy as np
 
-from zoo import files, metrics, tokenizers
-from zoo.preparation import load_data
+from zoo import files
+from zoo.datasets.preparation import load_data
 from zoo.progress import say
+from zoo.runs import scores as metrics
 from zoo.runs.imported import decoding_options
 from zoo.runs.inference import canonical, translate
 from zoo.runs.rundir import load_run
+from zoo.text import tokenizers
 
 
 def scores(hypotheses, references):
-    """`(exact match %, BLEU)`, both on a 0-100 scale (`zoo.metrics`)."""
+    """`(exact match %, BLEU)`, both on a 0-100 scale (`zoo.runs.scores`)."""
     return (float(metrics.exact_match(hypotheses, references)),
             float(metrics.bleu(hypotheses, references)))
 

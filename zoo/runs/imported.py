@@ -2,7 +2,7 @@
 
     zoo train transformer-base --weights opus-mt-en-de --data tsv:pairs.tsv
 
-A Hugging Face Marian / OPUS-MT folder (`zoo.marian`) fixes the model's
+A Hugging Face Marian / OPUS-MT folder (`zoo.transformer.marian`) fixes the model's
 sizes and special ids (`config.json`: `</s>` = 0, padding = decoder start =
 V - 1) and brings its own tokenizers (`source.spm`, `target.spm`,
 `vocab.json`). Such a run
@@ -15,7 +15,7 @@ V - 1) and brings its own tokenizers (`source.spm`, `target.spm`,
   True, `tokenizer` is `"marian"` in `config.json`), so that `zoo evaluate`,
   `zoo predict`, `zoo export` and resuming read them back like a learned
   run's;
-* encodes its data with them (`zoo.pipeline`: source `x + </s>`, decoder
+* encodes its data with them (`zoo.datasets.pipeline`: source `x + </s>`, decoder
   input `<pad> + y`, labels `y + </s>`, padded with `<pad>`, which the loss
   ignores), and decodes with their special ids, Hugging Face's length
   penalty (alpha 1.0) and a forced `</s>` at the length limit
@@ -24,8 +24,9 @@ V - 1) and brings its own tokenizers (`source.spm`, `target.spm`,
 `training.weights` in `config.json` records the folder.
 """
 
-from zoo import registry, tokenizers
+from zoo import registry
 from zoo.export import special_ids
+from zoo.text import tokenizers
 
 
 def is_imported(name, weights):
@@ -63,7 +64,7 @@ def training_section(section):
 
 
 def folder_tokenizers(name, weights):
-    """`(source, target)`: the tokenizers of the folder, as `zoo.marian.load_tokenizers` reads them."""
+    """`(source, target)`: the tokenizers of the folder, as `zoo.transformer.marian.load_tokenizers` reads them."""
     return registry.family(name).import_tokenizers(weights)
 
 

@@ -3,10 +3,11 @@
 import keras
 import tensorflow as tf
 
-from zoo import decode, tokens
+from zoo import decode
 from zoo.export import special_ids
 from zoo.runs.imported import decoding_options
 from zoo.runs.rundir import as_run
+from zoo.text import special as tokens
 
 
 def encode_sources(tokenizer, sentences, max_length):

@@ -17,7 +17,8 @@ import pathlib
 import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
-from zoo import distribute, files, tokenizers
+from zoo import distribute, files
+from zoo.text import tokenizers
 
 
 def _option(section, help, default=None):

@@ -3,7 +3,7 @@
     config.json            the model's full config, the data spec, the training options
                            (`training.weights`: the checkpoint or folder it started from),
                            the seed and the library versions (written once, at the start)
-    tokenizer/             the shared vocabulary (`zoo.tokenizers`: SentencePiece or WordPiece), or
+    tokenizer/             the shared vocabulary (`zoo.text.tokenizers`: SentencePiece or WordPiece), or
     tokenizer/source/, tokenizer/target/   with `separate_vocabularies=True` (and for a
                            model imported from a Marian folder: its two tokenizers)
     checkpoints/last.keras the model after the last completed epoch
@@ -32,7 +32,8 @@ import sys
 import keras
 import tensorflow as tf
 
-from zoo import files, tokenizers
+from zoo import files
+from zoo.text import tokenizers
 
 FORMAT_VERSION = 1  # of config.json
 MONITOR = "val_loss"  # what picks checkpoints/best.keras
@@ -47,7 +48,7 @@ class Run:
         config: `config.json` as a dict.
         model: the `keras.Model` of the chosen checkpoint (not compiled).
         kind: `"translation"` or `"image"`.
-        source_tokenizer, target_tokenizer: `zoo.tokenizers` (SentencePiece or WordPiece)
+        source_tokenizer, target_tokenizer: `zoo.text.tokenizers` (SentencePiece or WordPiece)
             (the same object when the vocabulary is shared); None for images.
         class_names: image class names; None for translation.
         checkpoint: the checkpoint file loaded.

@@ -26,8 +26,8 @@ import pathlib
 
 import keras
 
-from zoo import datasets, distribute, registry, tokenizers
-from zoo.preparation import (
+from zoo import datasets, distribute, registry
+from zoo.datasets.preparation import (
     check_data_fits,
     image_datasets,
     learn_tokenizers,
@@ -46,6 +46,7 @@ from zoo.runs.rundir import (
     read_config_file,
     write_new_run,
 )
+from zoo.text import tokenizers
 
 
 class RunFinishedError(ValueError):

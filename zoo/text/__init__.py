@@ -31,7 +31,7 @@ package.
 
 Reserved tokens, ids fixed: `[PAD]`=0, `[UNK]`=1, `[START]`=2, `[END]`=3.
 `tokenize` never emits `[PAD]`, `[START]` or `[END]` (the text "[START]" is
-split like any other text); adding them is `zoo.pipeline`'s job.
+split like any other text); adding them is `zoo.datasets.pipeline`'s job.
 
 Detokenization joins pieces: `##` pieces are glued to the previous piece,
 words are separated by one space, then punctuation spacing is restored by
@@ -45,7 +45,7 @@ Shape legend: B batch (number of strings), W words, T tokens (ragged).
 The modules, one concern each: `normalization` (steps 1-5), `wordpiece_bpe`
 (the merge learner), `vocabulary` (`count_words`, `train_wordpiece_vocabulary`),
 `ids` (`clean_ids`, `lookup_ids`), `wordpiece` (`WordPieceTokenizer`). Their
-public names, and the reserved tokens of `zoo.tokens`, are importable from
+public names, and the reserved tokens of `zoo.text.special`, are importable from
 `zoo.text`.
 """
 
@@ -59,6 +59,17 @@ from zoo.text.normalization import (
     normalize,
     split_words,
 )
+from zoo.text.special import (
+    END_ID,
+    END_TOKEN,
+    PAD_ID,
+    PAD_TOKEN,
+    RESERVED_TOKENS,
+    START_ID,
+    START_TOKEN,
+    UNK_ID,
+    UNK_TOKEN,
+)
 from zoo.text.vocabulary import (
     count_words,
     train_wordpiece_vocabulary,
@@ -70,17 +81,6 @@ from zoo.text.wordpiece import (
 )
 from zoo.text.wordpiece_bpe import (
     SUFFIX_INDICATOR,
-)
-from zoo.tokens import (
-    END_ID,
-    END_TOKEN,
-    PAD_ID,
-    PAD_TOKEN,
-    RESERVED_TOKENS,
-    START_ID,
-    START_TOKEN,
-    UNK_ID,
-    UNK_TOKEN,
 )
 
 __all__ = [

@@ -7,7 +7,7 @@
 
 import tensorflow as tf
 
-from zoo.tokens import END_ID, PAD_ID, START_ID, UNK_ID
+from zoo.text.special import END_ID, PAD_ID, START_ID, UNK_ID
 
 # The id types `detokenize` and `lookup` take, traced when a tokenizer is made.
 ID_SPECS = [

@@ -7,8 +7,8 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 
 from zoo.progress import progress_bar
 from zoo.text.normalization import check_options, split_words
+from zoo.text.special import RESERVED_TOKENS
 from zoo.text.wordpiece_bpe import learn_wordpiece_bpe
-from zoo.tokens import RESERVED_TOKENS
 
 ALGORITHMS = ("bpe", "tensorflow_text")
 

@@ -12,9 +12,9 @@ import tensorflow_text as tf_text
 from zoo import files
 from zoo.text.ids import ID_SPECS, clean_ids, lookup_ids
 from zoo.text.normalization import check_options, split_words
+from zoo.text.special import RESERVED_TOKENS, UNK_ID, UNK_TOKEN
 from zoo.text.vocabulary import train_wordpiece_vocabulary
 from zoo.text.wordpiece_bpe import SUFFIX_INDICATOR
-from zoo.tokens import RESERVED_TOKENS, UNK_ID, UNK_TOKEN
 
 VOCAB_FILENAME = "vocab.txt"
 CONFIG_FILENAME = "tokenizer.json"

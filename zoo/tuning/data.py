@@ -5,7 +5,8 @@ import functools
 import math
 from typing import Callable
 
-from zoo import distribute, preparation, registry
+from zoo import distribute, registry
+from zoo.datasets import preparation
 from zoo.tuning.space import FIT_ARGUMENTS, SearchSpace
 
 
@@ -34,7 +35,7 @@ def load_data(name, spec, *, fixed=None, space=None, val_ratio=0.1, seed=0, epoc
               steps_per_epoch=None, quiet=False, **options):
     """Load a dataset named as `zoo train --data` names it, ready for `tune`.
 
-    Reuses `zoo.preparation`, as `zoo train` does: translation pairs get a shared WordPiece
+    Reuses `zoo.datasets.preparation`, as `zoo train` does: translation pairs get a shared WordPiece
     vocabulary of at most the config's `vocabulary_size` tokens (learned once,
     on the training split) and the teacher-forcing pipeline; images are batched
     uint8 arrays. A seeded share `val_ratio` of the training split is held out

@@ -1,0 +1,31 @@
+"""Convolutional sequence to sequence learning (ConvS2S, Gehring et al., 2017): `zoo.get("convs2s-wmt-en-ro")`.
+
+`model` builds it and registers its sizes; `layers` holds its GLU
+convolutions and multi-step attention.
+"""
+
+from zoo.convs2s.layers import ConvS2SDecoderBlock, ConvS2SEncoderBlock, SourceKeysAndValues
+from zoo.convs2s.model import (
+    OPTIMIZERS,
+    ConvS2SConfig,
+    IncrementalDecoder,
+    attention_weights,
+    build,
+    compile_model,
+    decode,
+    encode,
+)
+
+__all__ = [
+    "OPTIMIZERS",
+    "ConvS2SConfig",
+    "ConvS2SDecoderBlock",
+    "ConvS2SEncoderBlock",
+    "IncrementalDecoder",
+    "SourceKeysAndValues",
+    "attention_weights",
+    "build",
+    "compile_model",
+    "decode",
+    "encode",
+]

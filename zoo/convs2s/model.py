@@ -1,0 +1,319 @@
+"""Convolutional sequence to sequence learning (ConvS2S, Gehring et al., 2017).
+
+Encoder and decoder are stacks of GLU convolutions (`zoo.convs2s.layers`): the
+encoder's are centred, the decoder's causal (`ka.CausalConv1D`), and every
+decoder layer attends to the encoder output ("multi-step attention") with the
+keys `z` and the values `z + e` (encoder output plus source embedding).
+
+    embeddings   e = w + p (token + learned position), g likewise for the target
+    encoder      h^0 = W e;  h^l = (GLU(conv(h^{l-1})) + h^{l-1})·√½;  z = W' h^L
+    decoder      h^l = (attention(GLU(causalconv(h^{l-1})), g, z, z + e) + h^{l-1})·√½
+    output       logits = W_o Dropout(W h^L)
+
+Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing:
+the target is the decoder input `[START] y_1 … y_n`; id 0 is padding), output
+logits `(B, T, V)`, as the Transformer's. A decoder of L layers of width k sees
+the last `ka.receptive_field(k, [1] * L)` target tokens; the attention sees
+the whole source.
+
+Why this entry: the zoo's translation pipeline, decoding and export are built
+for `{"source", "target"} -> logits` encoder-decoders, so an encoder-decoder
+with causal convolutions compares directly with the Transformer and RNNsearch
+on the same data, and each of its layers is one row of the cost table:
+convolution O(k·n·d²) with O(n/k) path length, next to self-attention and
+recurrence. A decoder-only dilated model would need a language-model pipeline
+the zoo does not have.
+
+Simplified from the paper: no weight normalisation (the initialisation of
+section 3.5 is kept), the same width for every layer (no residual projections),
+and one kernel size for encoder and decoder. Cached decoding
+(`IncrementalDecoder`, used by `zoo.decode`) keeps each decoder layer's last
+k-1 inputs, as fairseq's `LinearizedConvolution` does.
+"""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+import keras_attention as ka
+from zoo import registry
+from zoo.convs2s.layers import ConvS2SDecoderBlock, ConvS2SEncoderBlock, SourceKeysAndValues
+from zoo.transformer import PaddingMask
+
+OPTIMIZERS = ("nesterov", "adam")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvS2SConfig:
+    """Sizes and training recipe of a convolutional encoder-decoder with attention.
+
+    Source and target have their own embedding matrices (as in the paper);
+    their vocabularies default to `vocabulary_size` each. `embedding_dim` is F
+    (embeddings, attention keys and values), `hidden_dim` D (the convolutions),
+    `output_embedding_dim` the layer before the softmax.
+    """
+
+    vocabulary_size: int = 40000
+    source_vocabulary_size: int | None = None
+    target_vocabulary_size: int | None = None
+    embedding_dim: int = 512
+    hidden_dim: int = 512
+    output_embedding_dim: int = 512
+    num_encoder_layers: int = 20
+    num_decoder_layers: int = 20
+    kernel_size: int = 3
+    dropout: float = 0.2
+    max_length: int = 1024
+    # Training recipe (section 4.1): Nesterov momentum 0.99, learning rate 0.25,
+    # gradients renormalised to norm 0.1; "adam" is Adam at `learning_rate`.
+    optimizer: str = "nesterov"
+    learning_rate: float = 0.25
+    momentum: float = 0.99
+    clipnorm: float = 0.1
+    label_smoothing: float = 0.0
+    jit_compile: bool = False
+
+    def __post_init__(self):
+        registry.check_positive(
+            self, "vocabulary_size", "embedding_dim", "hidden_dim", "output_embedding_dim",
+            "num_encoder_layers", "num_decoder_layers", "kernel_size", "max_length",
+        )
+        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
+        registry.check_rate(self, "dropout", "label_smoothing")
+        registry.check_choice(self, "optimizer", OPTIMIZERS)
+        registry.check_positive_number(self, "learning_rate", "clipnorm")
+        registry.check_rate(self, "momentum")
+
+    @property
+    def source_vocab(self):
+        return self.source_vocabulary_size or self.vocabulary_size
+
+    @property
+    def target_vocab(self):
+        return self.target_vocabulary_size or self.vocabulary_size
+
+    def num_params(self):
+        """The parameter count, computed from the sizes (nothing is built)."""
+        f, d, o, k = self.embedding_dim, self.hidden_dim, self.output_embedding_dim, self.kernel_size
+        embeddings = (self.source_vocab + self.target_vocab + 2 * self.max_length) * f
+        convolution = k * d * 2 * d + 2 * d
+        attention = (d * f + f) + (f * d + d)
+        projections = 2 * (f * d + d) + (d * f + f)  # into both stacks, out of the encoder
+        encoder = self.num_encoder_layers * convolution
+        decoder = self.num_decoder_layers * (convolution + attention)
+        output = (d * o + o) + (o * self.target_vocab + self.target_vocab)
+        return embeddings + projections + encoder + decoder + output
+
+    def signature(self):
+        return (
+            {"source": "int32 (batch, source_length), 0 = padding",
+             "target": "int32 (batch, target_length), decoder input starting with [START]"},
+            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
+        )
+
+
+def _linear(units, fan_in, dropout, name):
+    """Dense with the paper's init: normal, variance `(1 - dropout) / fan_in`, bias 0."""
+    stddev = ((1 - dropout) / fan_in) ** 0.5
+    return keras.layers.Dense(
+        units, kernel_initializer=keras.initializers.RandomNormal(stddev=stddev), name=name
+    )
+
+
+def _embedding(config, vocabulary_size, name):
+    return ka.TokenAndPositionEmbedding(
+        vocabulary_size, config.max_length, config.embedding_dim, positional="learned",
+        scale_embeddings=False, dropout=config.dropout,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=0.1), name=name,
+    )
+
+
+def _make_layers(config):
+    f, d, p = config.embedding_dim, config.hidden_dim, config.dropout
+    layers = {
+        "source_padding_mask": PaddingMask(0, name="source_padding_mask"),
+        "source_embedding": _embedding(config, config.source_vocab, "source_embedding"),
+        "encoder_input_projection": _linear(d, f, p, "encoder_input_projection"),
+        "encoder_output_projection": _linear(f, d, 0.0, "encoder_output_projection"),
+        "source_keys_and_values": SourceKeysAndValues(
+            config.num_decoder_layers, name="source_keys_and_values"
+        ),
+        "target_embedding": _embedding(config, config.target_vocab, "target_embedding"),
+        "decoder_input_projection": _linear(d, f, p, "decoder_input_projection"),
+        "decoder_output_projection": _linear(
+            config.output_embedding_dim, d, 0.0, "decoder_output_projection"
+        ),
+        "output_dropout": keras.layers.Dropout(p, name="output_dropout"),
+        "output_projection": _linear(
+            config.target_vocab, config.output_embedding_dim, p, "output_projection"
+        ),
+        "logits": keras.layers.Activation("linear", dtype="float32", name="logits"),
+    }
+    for i in range(config.num_encoder_layers):
+        layers[f"convolutional_encoder_block_{i}"] = ConvS2SEncoderBlock(
+            d, config.kernel_size, dropout=p, name=f"convolutional_encoder_block_{i}"
+        )
+    for i in range(config.num_decoder_layers):
+        layers[f"convolutional_decoder_block_{i}"] = ConvS2SDecoderBlock(
+            d, f, config.kernel_size, dropout=p, name=f"convolutional_decoder_block_{i}"
+        )
+    return layers
+
+
+def _numbered(layers, prefix):
+    blocks = []
+    while f"{prefix}{len(blocks)}" in layers:
+        blocks.append(layers[f"{prefix}{len(blocks)}"])
+    return blocks
+
+
+def encode(layers, source, training=None):
+    """Source ids `(B, S)` -> attention keys `z`, values `(z + e)·√½` `(B, S, F)`, mask `(B, S)`.
+
+    Shared by `build` and `attention_weights` (`layers`: the model's layers by name).
+    """
+    mask = layers["source_padding_mask"](source)  # (B, S)
+    embedded = layers["source_embedding"](source, training=training)  # e (B, S, F)
+    x = layers["encoder_input_projection"](embedded)  # (B, S, D)
+    for block in _numbered(layers, "convolutional_encoder_block_"):
+        x = block(x, padding_mask=mask, training=training)
+    z = layers["encoder_output_projection"](x)  # (B, S, F)
+    keys, values = layers["source_keys_and_values"](z, embedded, padding_mask=mask)
+    return keys, values, mask
+
+
+def decode(layers, target, keys, values, mask, training=None):
+    """Target ids `(B, T)` and the encoder's keys and values -> logits `(B, T, V)`, and each
+    decoder layer's attention `(B, T, S)`."""
+    embedded = layers["target_embedding"](target, training=training)  # g (B, T, F)
+    y = layers["decoder_input_projection"](embedded)  # (B, T, D)
+    attention = []
+    for block in _numbered(layers, "convolutional_decoder_block_"):
+        y, weights = block(
+            y, embedded, keys, values, encoder_padding_mask=mask, training=training,
+            return_attention_scores=True,
+        )
+        attention.append(weights)
+    y = layers["decoder_output_projection"](y)  # (B, T, output_embedding_dim)
+    y = layers["output_dropout"](y, training=training)
+    return layers["logits"](layers["output_projection"](y)), attention
+
+
+class IncrementalDecoder:
+    """`zoo.decode`'s cached step for ConvS2S: the encoder once, then one token at a time.
+
+    The cache of each decoder layer is its last k-1 inputs `(B, k-1, D)` (zeros
+    at the start, the causal convolution's left padding), so a step costs O(k)
+    convolution positions and one attention row, instead of the whole prefix.
+
+    Args:
+        layers: the model's layers by name (models from `build` or `.keras` files).
+    """
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.blocks = _numbered(layers, "convolutional_decoder_block_")
+
+    def prepare(self, source, copies, width):
+        """Encode `(B, S)`, repeat per beam; return the empty windows for B·copies rows."""
+        positions = self.layers["target_embedding"].sequence_length
+        if isinstance(width, int) and width > positions:
+            raise ValueError(
+                f"The model has {positions} learned target positions; cannot generate {width} "
+                "tokens. Pass a smaller `max_length` (the default is the source length + 50)."
+            )
+        keys, values, mask = encode(self.layers, source, training=False)
+        self.keys, self.values, self.mask = (
+            ops.repeat(tensor, copies, axis=0) for tensor in (keys, values, mask)
+        )
+        rows = ops.shape(self.keys)[0]
+        return tuple(
+            ops.zeros((rows, block.kernel_size - 1, block.hidden_dim), self.keys.dtype)
+            for block in self.blocks
+        )
+
+    def step(self, tokens, t, windows):
+        """tokens `(B,)` at position t -> logits `(B, V)` for position t, new windows."""
+        embedded = self.layers["target_embedding"](tokens[:, None], start_index=t, training=False)
+        y = self.layers["decoder_input_projection"](embedded)  # (B, 1, D)
+        new_windows = []
+        for block, window in zip(self.blocks, windows):
+            y, window = block.call_with_cache(
+                y, window, embedded, self.keys, self.values, encoder_padding_mask=self.mask
+            )
+            new_windows.append(window)
+        logits = self.layers["output_projection"](self.layers["decoder_output_projection"](y))
+        return ops.cast(logits[:, 0, :], "float32"), tuple(new_windows)
+
+
+def build(config):
+    """The functional `keras.Model` for a `ConvS2SConfig`.
+
+    Layer names (used by decoding, export and attention inspection):
+    `source_embedding`, `target_embedding`, `convolutional_encoder_block_{i}`,
+    `convolutional_decoder_block_{i}`, `source_keys_and_values`, `logits`.
+    """
+    layers = _make_layers(config)
+    source = keras.Input((None,), dtype="int32", name="source")
+    target = keras.Input((None,), dtype="int32", name="target")
+
+    # === Encoder ===
+    keys, values, mask = encode(layers, source)
+
+    # === Decoder and output ===
+    logits, _ = decode(layers, target, keys, values, mask)
+    return keras.Model({"source": source, "target": target}, logits, name="convs2s")
+
+
+def compile_model(model, config):
+    """The paper's recipe (Nesterov SGD, clipping) or Adam; masked cross-entropy and accuracy."""
+    if config.optimizer == "nesterov":
+        optimizer = keras.optimizers.SGD(
+            config.learning_rate, momentum=config.momentum, nesterov=True,
+            clipnorm=config.clipnorm,
+        )
+    else:
+        optimizer = keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm)
+    model.compile(
+        optimizer=optimizer,
+        loss=ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
+        metrics=[ka.MaskedAccuracy()],
+        jit_compile=config.jit_compile,
+    )
+
+
+def attention_weights(model, inputs):
+    """Each decoder layer's attention for a batch: `convolutional_decoder_block_{i}/attention`
+    `(B, T, S)` (numpy), computed eagerly (also on models loaded from `.keras` files)."""
+    layers = {layer.name: layer for layer in model.layers}
+    source = ops.convert_to_tensor(inputs["source"], "int32")
+    target = ops.convert_to_tensor(inputs["target"], "int32")
+    keys, values, mask = encode(layers, source)
+    _, attention = decode(layers, target, keys, values, mask)
+    return {
+        f"convolutional_decoder_block_{i}/attention": ops.convert_to_numpy(weights)
+        for i, weights in enumerate(attention)
+    }
+
+
+registry.register_family(ConvS2SConfig, "convs2s", compile_fn=compile_model)
+
+registry.register(
+    "convs2s-small",
+    build,
+    ConvS2SConfig(
+        vocabulary_size=8000, embedding_dim=256, hidden_dim=256, output_embedding_dim=256,
+        num_encoder_layers=4, num_decoder_layers=3, max_length=256,
+        optimizer="adam", learning_rate=1e-3, clipnorm=1.0,
+    ),
+    reference="CPU-sized ConvS2S: 4+3 layers of width 256, kernel 3 (fairseq's "
+    "fconv_iwslt_de_en), Adam instead of the paper's Nesterov SGD",
+)
+registry.register(
+    "convs2s-wmt-en-ro",
+    build,
+    ConvS2SConfig(),
+    reference="Gehring et al., Convolutional Sequence to Sequence Learning, ICML 2017, "
+    "WMT'16 En-Ro: 20+20 layers of width 512, kernel 3, 40K BPE types",
+)

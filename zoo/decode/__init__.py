@@ -1,0 +1,286 @@
+"""Auto-regressive decoding for the zoo's seq2seq models (MATH.md, "Transformer", inference).
+
+Two searches over `p(y | x) = Π_t p(y_t | y_<t, x)`:
+
+- `greedy_decode`: the most likely next token at every step.
+- `beam_search`: the best hypothesis of a beam of `beam_size`, scored by
+  `log p(y | x) / lp(y)` with the length penalty of Wu et al. (2016), eq. 14,
+  the one the Transformer paper uses with α = 0.6 (see `length_penalty`).
+
+Both decode a batch inside one `tf.function` (`tf.while_loop` over fixed-size
+buffers, so they also compile under XLA when `max_length` is a Python int),
+and both work on models from `zoo.get` and on the same models after
+`keras.saving.load_model` (layers are found by name). How one step is computed:
+
+- Transformer (`use_cache=True`): the encoder runs once; the cross-attention
+  keys and values of its output are projected once; each step embeds one token
+  at position t and runs the decoder blocks on it alone, writing its
+  self-attention keys and values into per-block buffers of `max_length`
+  positions (`TransformerDecoderBlock.call_with_cache`). A step costs
+  O(max_length) instead of re-running the whole prefix.
+- RNNsearch (`use_cache=True`): the encoder runs once and each step is one
+  `BahdanauDecoder.step`; the "cache" is the recurrent state (with
+  `attention="location"` also the previous alignment `α_{t-1}`), O(S) per step.
+- ConvS2S (`use_cache=True`): the encoder runs once; each decoder layer keeps its
+  last k-1 inputs (`zoo.convs2s.IncrementalDecoder`), O(k + S) per step.
+- `use_cache=False` (and any other `{"source", "target"}` -> logits model): the
+  full model re-runs at every step on a fixed-size target buffer, reading the
+  logits at position t (correct because position t only sees positions <= t).
+
+This module holds the public API; the loops are in `zoo.decode.loops` (greedy,
+GNMT beam) and `zoo.decode.hf_beam`, one step per model family in `zoo.decode.steps`.
+
+Conventions: id 0 is padding and is never generated; the source may be padded
+with 0 anywhere after its tokens. Models with other special ids (imported
+Marian models: `</s>` = 0, padding = decoder start = V - 1) pass `pad_id`,
+`start_id` and `end_id`; `force_end=True` makes the last step at the length
+limit emit `end_id` (Hugging Face's `forced_eos_token_id`), and
+`beam_search(length_penalty="hf")` runs Hugging Face's beam search
+(`zoo.decode.hf_beam`), so that such models reproduce their upstream outputs. By default each row may generate up to its own
+source length (non-padding tokens) + 50 tokens, the paper's limit, so a row
+decodes the same alone as in a padded batch.
+"""
+
+import numbers
+import weakref
+
+import tensorflow as tf
+
+from zoo.decode import hf_beam
+from zoo.decode import loops as decode_loops
+from zoo.decode import steps as decode_steps
+from zoo.decode.search_steps import Ids
+from zoo.text.special import END_ID, PAD_ID, START_ID  # noqa: F401 - part of this module's API
+
+LENGTH_PENALTIES = ("gnmt", "hf")
+EXTRA_LENGTH = 50  # default maximum output length = source length + 50
+
+length_penalty = decode_loops.length_penalty  # part of this module's API
+
+# The steppers under their earlier names here (tests reach them as `decode._stepper`, ...).
+_stepper = decode_steps.stepper
+_TransformerStep = decode_steps.TransformerStep
+_RNNSearchStep = decode_steps.RNNSearchStep
+_FullModelStep = decode_steps.FullModelStep
+
+
+# === Public API ===
+
+
+def greedy_decode(
+    model,
+    source,
+    max_length=None,
+    start_id=START_ID,
+    end_id=END_ID,
+    use_cache=True,
+    *,
+    jit_compile=False,
+    pad_id=PAD_ID,
+    force_end=False,
+    return_score=False,
+):
+    """Greedy decoding of a batch: the arg-max token at every step.
+
+    Args:
+        model: a zoo seq2seq model (`{"source", "target"}` -> logits `(B, T, V)`),
+            built by `zoo.get` or loaded from a `.keras` file.
+        source: int ids `(B, S)`, 0 = padding; numpy, a tensor, or a symbolic
+            tensor of shape `(None, None)` inside another `tf.function`.
+        max_length: the most tokens to generate (an int, or a scalar int tensor).
+            Defaults to each row's source length + 50; the output then has
+            `S + 50` columns. A Python int is needed under XLA.
+        start_id, end_id: the `[START]` and `[END]` ids.
+        use_cache: Transformer: key/value cache; RNNsearch: step the recurrence.
+            False re-runs the whole model at each step (same tokens, slower).
+        jit_compile: compile the decoding loop with XLA (`max_length` must then be
+            None or a Python int). Much faster for small batches on CPU; compiles
+            again for every new source shape.
+        pad_id: the padding id: masked in the source, never generated, and
+            written after `[END]`.
+        force_end: the step that reaches the length limit emits `end_id`.
+        return_score: also return each row's `log p(tokens | source)`, added up as
+            the loop decodes (no second pass over the tokens).
+
+    Returns:
+        int32 `(B, L)`: generated ids without `[START]`; the `[END]` token is kept
+        and everything after it is `pad_id`. With `return_score`, `(tokens, scores)`
+        with float32 `(B,)` scores: the sum of the chosen tokens' log-probabilities
+        up to and including `[END]`, the score `beam_search(beam_size=1, alpha=0)`
+        gives the same tokens.
+    """
+    source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
+    return _run(
+        model, source, max_length, jit_compile, int(start_id), int(end_id), bool(use_cache), 0, 0.0,
+        int(pad_id), bool(force_end), "gnmt", bool(return_score),
+    )
+
+
+def beam_search(
+    model,
+    source,
+    beam_size=4,
+    alpha=0.6,
+    max_length=None,
+    start_id=START_ID,
+    end_id=END_ID,
+    *,
+    jit_compile=False,
+    pad_id=PAD_ID,
+    force_end=False,
+    length_penalty="gnmt",
+):
+    """Beam search: the best hypothesis per row under `log p(y | x) / lp(y)`.
+
+    The beam shrinks as hypotheses end, as in RNNsearch's own beam search
+    (GroundHog / dl4mt-tutorial `gen_sample`): at each step the `beam_size - d`
+    best extensions of the live hypotheses by log-probability are kept, where
+    d hypotheses have ended so far; those ending in `[END]` leave the beam.
+    With `beam_size=1` this is exactly greedy decoding. A hypothesis still live
+    at the maximum length ends there (scored with that length). The result is
+    the ended hypothesis with the best length-penalised score
+    `log p(y | x) / lp(|y|)`. A row stops early when every hypothesis has ended,
+    or when no live one can still beat its best ended one: log-probabilities
+    only fall and lp only grows with length, so a live hypothesis with
+    log-probability a can reach at most `a / lp(max_length)` (the bound of
+    tensor2tensor's beam search). Early stopping never changes the result.
+
+    The encoder runs once per row; its outputs, the source mask and the
+    cross-attention keys/values are repeated per beam (rows `b·K + k`), and the
+    per-hypothesis caches are reordered by parent beam at every step.
+
+    Args:
+        model, source, max_length, start_id, end_id, jit_compile: as in `greedy_decode`.
+        beam_size: K >= 1 (4 in the paper).
+        alpha: length penalty α >= 0 (0.6 in the paper); 0 ranks by log-probability.
+        pad_id, force_end: as in `greedy_decode`.
+        length_penalty: `"gnmt"` (above), or `"hf"`: Hugging Face's beam search
+            (`zoo.decode.hf_beam`: 2K candidates a step, ended hypotheses scored
+            `log p / |y| ** alpha`, its early-stopping heuristic), as
+            `generate(num_beams=K, length_penalty=alpha)` runs it.
+
+    Returns:
+        `(tokens, scores)`: int32 `(B, L)` in the layout of `greedy_decode`, and
+        float32 `(B,)` the score `log p(tokens | source) / lp(length)` of each row's
+        best hypothesis (length including `[END]`).
+    """
+    if isinstance(beam_size, bool) or not isinstance(beam_size, numbers.Integral) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be an integer >= 1; received beam_size={beam_size!r}.")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
+        raise ValueError(f"`alpha` must be a number >= 0; received alpha={alpha!r}.")
+    if length_penalty not in LENGTH_PENALTIES:
+        raise ValueError(
+            f"`length_penalty` must be one of {LENGTH_PENALTIES}; received {length_penalty!r}."
+        )
+    source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
+    return _run(
+        model, source, max_length, jit_compile, int(start_id), int(end_id), True,
+        int(beam_size), float(alpha), int(pad_id), bool(force_end), length_penalty,
+    )
+
+
+def strip_special(ids, end_id=END_ID):
+    """Cut each row of decoded ids at `[END]` and drop padding: a list of int lists."""
+    rows = []
+    for row in tf.convert_to_tensor(ids).numpy().tolist():
+        out = []
+        for token in row:
+            if token == end_id:
+                break
+            if token != 0:
+                out.append(token)
+        rows.append(out)
+    return rows
+
+
+def _check_common(source, max_length, start_id, end_id, pad_id=PAD_ID):
+    source = tf.convert_to_tensor(source)
+    if source.shape.rank != 2:
+        raise ValueError(f"`source` must have shape (B, S); received source.shape={source.shape}.")
+    if not source.dtype.is_integer:
+        raise ValueError(f"`source` must hold integer ids; received dtype {source.dtype.name}.")
+    source = tf.cast(source, tf.int32)
+    for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"`{name}` must be an integer id >= 0; received {name}={value!r}.")
+    if end_id == pad_id:
+        raise ValueError(f"`end_id` must differ from `pad_id`; both are {pad_id}.")
+    if max_length is None:
+        return source, None
+    if isinstance(max_length, numbers.Integral) and not isinstance(max_length, bool):
+        if max_length < 1:
+            raise ValueError(f"`max_length` must be >= 1; received max_length={max_length!r}.")
+        return source, int(max_length)
+    if isinstance(max_length, (tf.Tensor, tf.Variable)) or hasattr(max_length, "dtype"):
+        max_length = tf.convert_to_tensor(max_length)
+        if max_length.shape.rank != 0 or not max_length.dtype.is_integer:
+            raise ValueError(
+                "`max_length` must be an int or a scalar int tensor; received "
+                f"shape {max_length.shape}, dtype {max_length.dtype.name}."
+            )
+        return source, tf.cast(max_length, tf.int32)
+    raise ValueError(f"`max_length` must be None, an int or a scalar int tensor; received {max_length!r}.")
+
+
+# === The decoding loops ===
+
+
+def _run(model, source, max_length, jit_compile, *args):
+    """Run `_decode` in a `tf.function` of its own per model (XLA-compiled with
+    `jit_compile`), or, inside a caller's `tf.function` without `jit_compile`, build
+    the loop right into the caller's graph (an export signature, an XLA function)."""
+    if jit_compile and not (max_length is None or isinstance(max_length, int)):
+        raise ValueError(
+            "`jit_compile=True` needs a static output length: `max_length` must be None "
+            f"or a Python int; received {max_length!r}."
+        )
+    if tf.inside_function() and not jit_compile:
+        return _decode(model, source, max_length, *args)
+    functions = _FUNCTIONS.setdefault(model, {})
+    key = (bool(jit_compile), max_length is None, *args)
+    if key not in functions:
+        # One function per model and setting, so that each retraces only for new shapes.
+        run = _Decoder(model, args)
+        # Plain graph building (no AutoGraph): the loops are explicit tf.while_loops.
+        functions[key] = (
+            tf.function(run, jit_compile=True, autograph=False)
+            if jit_compile
+            else tf.function(run, reduce_retracing=True, autograph=False)
+        )
+    # An int `max_length` stays a trace-time constant (static shapes; a new trace per value).
+    return functions[key](source, max_length)
+
+
+_FUNCTIONS = weakref.WeakKeyDictionary()  # model -> {settings: tf.function}
+
+
+class _Decoder:
+    """`_decode` for one model and setting. A callable object rather than a closure:
+    TensorFlow counts retracing per code object, and closures share theirs."""
+
+    def __init__(self, model, settings):
+        self.model = weakref.ref(model)  # the cache must not keep the model alive
+        self.settings = settings
+
+    def __call__(self, source, max_length):
+        return _decode(self.model(), source, max_length, *self.settings)
+
+
+def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, alpha,
+            pad_id=PAD_ID, force_end=False, penalty="gnmt", with_score=False):
+    """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants."""
+    stepper = _stepper(model, use_cache, pad_id)
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)  # (B,)
+    if max_length is None:
+        static = source.shape[1]
+        width = static + EXTRA_LENGTH if static is not None else tf.shape(source)[1] + EXTRA_LENGTH
+        limit = lengths + EXTRA_LENGTH
+    else:
+        width = max_length
+        limit = tf.fill(tf.shape(lengths), max_length)
+    ids = Ids(start_id, end_id, pad_id, force_end)
+    if beam_size == 0:
+        return decode_loops.greedy(stepper, source, width, limit, ids, with_score)
+    if penalty == "hf":
+        return hf_beam.beam(stepper, source, width, limit, ids, beam_size, alpha)
+    return decode_loops.beam(stepper, source, width, limit, ids, beam_size, alpha)

@@ -1,0 +1,142 @@
+"""The decoding loops of `zoo.decode`: greedy search and the GNMT beam search.
+
+Both run one `tf.while_loop` over fixed-size buffers of `width` columns and call a
+stepper (`zoo.decode.steps`) for the logits of each step. Hugging Face's beam
+search is `zoo.decode.hf_beam`; the pieces the loops share are in `zoo.decode.search_steps`.
+"""
+
+import tensorflow as tf
+
+from zoo.decode.search_steps import forced_end, keep_shapes, pad_column, write_column
+
+NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
+
+
+def length_penalty(length, alpha):
+    """GNMT's length penalty `lp(Y) = ((5 + |Y|) / (5 + 1))^α` (Wu et al., 2016, eq. 14).
+
+    `|Y|` counts the generated tokens including `[END]` (as in tensor2tensor's
+    beam search); α = 0 gives lp = 1, i.e. plain log-probabilities. MATH.md
+    names the penalty and α = 0.6; this is the formula of the paper it cites.
+
+    Args:
+        length: int or int tensor, any shape.
+        alpha: float >= 0.
+
+    Returns:
+        float32, shaped like `length`.
+    """
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def greedy(stepper, source, width, limit, ids, with_score=False):
+    """The arg-max token at every step: int32 `(B, width)`, `ids.pad` after `[END]`.
+
+    With `with_score`, also float32 `(B,)`: the sum of the chosen tokens'
+    log-probabilities `log softmax(logits)[token]` up to and including `[END]` (the
+    score of beam search of width 1 with α = 0), added up in the loop.
+    """
+    batch = tf.shape(source)[0]
+    state = stepper.prepare(source, 1, width)
+    tokens = tf.fill([batch], ids.start)  # the decoder input at step t
+    output = tf.fill([batch, width], ids.pad)
+    done = tf.less_equal(limit, 0)
+    score = tf.zeros([batch], tf.float32)
+
+    def keep_going(t, tokens, output, done, score, state):
+        return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
+
+    def step(t, tokens, output, done, score, state):
+        logits, state = stepper.step(tokens, t, state)  # (B, V)
+        masked = tf.where(pad_column(logits, ids.pad), tf.constant(NEG, logits.dtype), logits)
+        masked = forced_end(masked, ids, t + 1 >= limit, NEG)
+        token = tf.argmax(masked, axis=-1, output_type=tf.int32)  # (B,)
+        if with_score:  # log p(token) = logit - logsumexp(logits), in float32
+            logits = tf.cast(logits, tf.float32)
+            chosen = tf.gather(logits, token, batch_dims=1) - tf.reduce_logsumexp(logits, axis=-1)
+            score += tf.where(done, 0.0, chosen)
+        token = tf.where(done, tf.fill(tf.shape(token), ids.pad), token)
+        output = write_column(output, t, token)
+        done = done | tf.equal(token, ids.end) | (t + 1 >= limit)
+        return t + 1, token, output, done, score, state
+
+    _, _, output, _, score, _ = tf.while_loop(
+        keep_going, keep_shapes(step), (tf.constant(0), tokens, output, done, score, state)
+    )
+    return (output, score) if with_score else output
+
+
+def _extend(log_probs, alive_log_probs, ended, done, k):
+    """The K best extensions of the live hypotheses, of which the K - d best are kept.
+
+    Returns `(parent, token, log_prob, kept)`, each `(B, K)`.
+    """
+    batch, vocabulary = tf.shape(alive_log_probs)[0], tf.shape(log_probs)[-1]
+    candidates = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, vocabulary])
+    top_log_probs, top = tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=k)  # (B, K)
+    # Keep the K - d best extensions; ignore impossible ones and finished rows.
+    kept = (
+        (tf.range(k)[None, :] < (k - ended)[:, None])
+        & (top_log_probs > NEG / 2)
+        & tf.logical_not(done)[:, None]
+    )
+    return top // vocabulary, top % vocabulary, top_log_probs, kept
+
+
+def _best_ended(hypotheses, log_probs, finishing, t, alpha, best, best_score):
+    """The best of the previous best and the hypotheses `finishing` at step t,
+    scored `log p / lp(t + 1)`: `(best (B, L), best_score (B,))`."""
+    scores = tf.where(finishing, log_probs / length_penalty(t + 1, alpha), NEG)
+    candidate_score = tf.reduce_max(scores, axis=1)  # (B,)
+    candidate = tf.gather(
+        hypotheses, tf.argmax(scores, axis=1, output_type=tf.int32), batch_dims=1
+    )  # (B, L)
+    better = candidate_score > best_score  # ties keep the earlier (shorter) hypothesis
+    return tf.where(better[:, None], candidate, best), tf.where(better, candidate_score, best_score)
+
+
+def beam(stepper, source, width, limit, ids, beam_size, alpha):
+    """GNMT beam search (see `zoo.decode.beam_search`): `(tokens (B, width), scores (B,))`."""
+    batch, k = tf.shape(source)[0], beam_size
+    state = stepper.prepare(source, k, width)  # every tensor has B·K rows: b·K + k
+    last = tf.fill([batch * k], ids.start)  # (B·K,) the decoder input at step t
+    alive = tf.fill([batch, k, width], ids.pad)  # live hypotheses
+    # Only beam 0 is live at first, so the first step does not pick K copies of one token.
+    alive_log_probs = tf.tile(
+        tf.concat([[0.0], tf.fill([k - 1], NEG)], axis=0)[None, :], [batch, 1]
+    )  # (B, K)
+    max_penalty = length_penalty(limit, alpha)  # (B,)
+
+    def keep_going(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
+        return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
+
+    def step(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
+        logits, state = stepper.step(last, t, state)  # (B·K, V)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        log_probs = tf.where(pad_column(log_probs, ids.pad), NEG, log_probs)
+        log_probs = forced_end(log_probs, ids, tf.repeat(t + 1 >= limit, k), NEG)
+        parent, token, top_log_probs, kept = _extend(log_probs, alive_log_probs, ended, done, k)
+        token = tf.where(kept, token, ids.pad)
+        hypotheses = write_column(tf.gather(alive, parent, batch_dims=1), t, token)  # (B, K, L)
+        has_ended = kept & tf.equal(token, ids.end)
+        finishing = has_ended | (kept & (t + 1 >= limit)[:, None])  # [END] or the length limit
+        best, best_score = _best_ended(hypotheses, top_log_probs, finishing, t, alpha, best,
+                                       best_score)
+        ended += tf.reduce_sum(tf.cast(has_ended, tf.int32), axis=1)
+        alive_log_probs = tf.where(kept & tf.logical_not(finishing), top_log_probs, NEG)
+        best_alive = tf.reduce_max(alive_log_probs, axis=1)  # (B,)
+        done = (
+            done | (ended >= k) | (t + 1 >= limit) | (best_alive <= NEG / 2)
+            | (best_alive / max_penalty < best_score)  # no live hypothesis can win any more
+        )
+        alive_log_probs = tf.where(done[:, None], NEG, alive_log_probs)
+        rows = tf.reshape(tf.range(batch)[:, None] * k + parent, [-1])  # (B·K,)
+        state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
+        return t + 1, tf.reshape(token, [-1]), hypotheses, alive_log_probs, ended, best, best_score, done, state
+
+    ended = tf.zeros([batch], tf.int32)  # d: hypotheses that ended so far
+    best, best_score = tf.fill([batch, width], ids.pad), tf.fill([batch], NEG)
+    start = (tf.constant(0), last, alive, alive_log_probs, ended, best, best_score,
+             tf.less_equal(limit, 0), state)
+    loop = tf.while_loop(keep_going, keep_shapes(step), start)
+    return loop[5], loop[6]

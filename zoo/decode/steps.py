@@ -1,0 +1,164 @@
+"""One decoding step per model family, for `zoo.decode`'s loops.
+
+A stepper has `prepare(source, copies, width)`, which encodes the source once
+and returns the initial decoding state for `B·copies` rows (beam k of row b is
+row `b·K + k`), and `step(tokens, t, state)`, which takes the tokens `(B·K,)`
+at position t and returns the logits `(B·K, V)` for position t and the next
+state. The loops reorder every tensor of the state by parent beam, so a state
+is any nest of tensors with `B·K` rows.
+
+- `TransformerStep`: self-attention key/value caches of `width` positions.
+- `RNNSearchStep`: the decoder's recurrent state (with location-aware
+  attention, also the previous alignment `α_{t-1}`).
+- `FullModelStep`: no cache; the whole model on a fixed-size target buffer.
+"""
+
+import tensorflow as tf
+
+from zoo import convs2s, families, seq2seq
+from zoo.text.special import PAD_ID
+
+
+def stepper(model, use_cache, pad_id=PAD_ID):
+    layers = {layer.name: layer for layer in model.layers}
+    family = families.model_family(model) if use_cache else None
+    if family == "transformer" and ("shared_embedding" in layers or "target_embedding" in layers):
+        return TransformerStep(layers, pad_id)
+    if family == "seq2seq" and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
+        return RNNSearchStep(layers)
+    if family == "convs2s":  # each decoder layer's last k-1 inputs
+        return convs2s.IncrementalDecoder(layers)
+    try:
+        input_names = {tensor.name for tensor in model.inputs or []}
+    except AttributeError:  # a subclassed model: try it
+        input_names = set()
+    if input_names and not {"source", "target"} <= input_names:
+        raise ValueError(
+            f"Decoding needs a seq2seq model with inputs 'source' and 'target'; "
+            f"{model.name!r} has inputs {sorted(input_names)}."
+        )
+    return FullModelStep(model)
+
+
+def _repeat(tensor, copies):
+    return tensor if copies == 1 else tf.repeat(tensor, copies, axis=0)
+
+
+class TransformerStep:
+    """Encoder once, then one token at a time through the cached decoder blocks."""
+
+    def __init__(self, layers, pad_id=PAD_ID):
+        self.pad_id = pad_id
+        self.final_logits_bias = layers.get("final_logits_bias")
+        shared = "shared_embedding" in layers
+        self.source_embedding = layers["shared_embedding" if shared else "source_embedding"]
+        self.target_embedding = layers["shared_embedding" if shared else "target_embedding"]
+        self.encoder_blocks = _numbered(layers, "encoder_block_")
+        self.decoder_blocks = _numbered(layers, "decoder_block_")
+        self.encoder_norm = layers.get("encoder_norm")
+        self.decoder_norm = layers.get("decoder_norm")
+        self.output_projection = layers.get("output_projection")
+
+    def prepare(self, source, copies, width):
+        """Encode `(B, S)`; keep per-beam copies of the cross-attention keys/values;
+        return empty self-attention caches of `width` positions for B·copies rows."""
+        if self.target_embedding.positional == "learned":  # a table of `positions` rows
+            positions = self.target_embedding.sequence_length
+            if isinstance(width, int) and width > positions:
+                raise ValueError(
+                    f"The model has {positions} learned target positions; cannot generate "
+                    f"{width} tokens. Pass a smaller `max_length` (the default is the source "
+                    "length + 50)."
+                )
+            if not isinstance(width, int):  # checked when it runs
+                with tf.control_dependencies([tf.debugging.assert_less_equal(
+                    width, positions,
+                    message=f"max_length exceeds the model's {positions} learned target positions",
+                )]):
+                    source = tf.identity(source)
+        source_mask = tf.not_equal(source, self.pad_id)  # (B, S)
+        x = self.source_embedding(source, training=False)  # (B, S, D)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=source_mask, training=False)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        self.source_mask = _repeat(source_mask, copies)
+        self.cross_caches = [
+            tuple(_repeat(c, copies) for c in block.compute_cross_attention_cache(x))
+            for block in self.decoder_blocks
+        ]  # each (B·copies, N, H, S) and (B·copies, N, S, H)
+        rows = tf.shape(source)[0] * copies
+        return tuple(block.empty_self_attention_cache(rows, width) for block in self.decoder_blocks)
+
+    def step(self, tokens, t, caches):
+        """tokens `(B,)` at position t -> logits `(B, V)` for position t, new caches."""
+        y = self.target_embedding(tokens[:, None], start_index=t, training=False)  # (B, 1, D)
+        new_caches = []
+        for block, cache, cross in zip(self.decoder_blocks, caches, self.cross_caches):
+            y, cache = block.call_with_cache(
+                y, cache, t, cross_attention_cache=cross,
+                encoder_padding_mask=self.source_mask, training=False,
+            )
+            new_caches.append(cache)
+        if self.decoder_norm is not None:
+            y = self.decoder_norm(y)
+        if self.output_projection is not None:
+            logits = self.output_projection(y)
+        else:
+            logits = self.target_embedding(y, reverse=True)  # tied: y Eᵀ
+        if self.final_logits_bias is not None:
+            logits = self.final_logits_bias(logits)
+        return tf.cast(logits[:, 0, :], tf.float32), tuple(new_caches)
+
+
+class RNNSearchStep:
+    """Encoder once, then `BahdanauDecoder.step`: the state is the recurrent state."""
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.decoder = layers["decoder"]
+
+    def prepare(self, source, copies, width):
+        annotations, states, source_mask = seq2seq.encode(self.layers, source, training=False)
+        self.annotations = _repeat(annotations, copies)  # (B·copies, S, A)
+        self.source_mask = _repeat(source_mask, copies)
+        self.projected_key = self.decoder.attention.project_key(self.annotations)  # U_a h
+        states = [_repeat(s, copies) for s in states]
+        # Location-aware attention: the state also carries α_{t-1} (B·copies, S).
+        return tuple(self.decoder.get_initial_state(states, self.annotations, self.source_mask))
+
+    def step(self, tokens, t, states):
+        embedded = self.layers["target_embedding"](tokens)  # E y_{t-1} (B, E)
+        new_states, previous, context, _ = self.decoder.step(
+            embedded, list(states), self.annotations, self.projected_key, self.source_mask,
+            training=False,
+        )
+        logits = seq2seq.output_logits(
+            self.layers, previous[:, None], embedded[:, None], context[:, None], training=False
+        )  # (B, 1, V)
+        return tf.cast(logits[:, 0, :], tf.float32), tuple(new_states)
+
+
+class FullModelStep:
+    """No cache: the whole model on a fixed-size target buffer at every step."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def prepare(self, source, copies, width):
+        self.source = _repeat(source, copies)
+        self.width = width
+        return (tf.zeros([tf.shape(self.source)[0], width], tf.int32),)
+
+    def step(self, tokens, t, state):
+        (buffer,) = state  # decoder inputs [START] y_0 … y_{t-1}, then zeros
+        buffer += tokens[:, None] * tf.one_hot(t, self.width, dtype=tf.int32)[None, :]
+        logits = self.model({"source": self.source, "target": buffer}, training=False)
+        return tf.cast(logits[:, t, :], tf.float32), (buffer,)
+
+
+def _numbered(layers, prefix):
+    blocks = []
+    while f"{prefix}{len(blocks)}" in layers:
+        blocks.append(layers[f"{prefix}{len(blocks)}"])
+    return blocks

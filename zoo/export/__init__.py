@@ -1,0 +1,274 @@
+"""SavedModel export for TensorFlow Serving: `zoo.export(model, "saved_models/<name>")`.
+
+The export is a plain SavedModel in TF Serving's layout,
+
+    saved_models/<name>/<version>/    saved_model.pb, variables/, assets.extra/zoo_export.json
+
+loadable without this package and without Keras: `tf.saved_model.load(path)`
+needs TensorFlow plus, for translation models, the tensorflow-text op
+libraries (`import tensorflow_text`, or TF Serving's model server, which links
+them). Everything else (model weights, tokenizer vocabularies and tables,
+beam search, detokenization) is inside the SavedModel.
+
+Signatures of a translation model (Transformer or RNNsearch), B strings in:
+
+    serving_default(text: tf.string (B,)) -> beam search (`zoo.decode.beam_search`)
+        translation  tf.string (B,)    detokenized best hypothesis
+        tokens       int32 (B, L)      its target ids: no [START], [END] kept,
+                                       0 after it (L = max_length)
+        score        float32 (B,)      its length-penalised log-probability
+                                       log p(y | x) / ((5 + |y|) / 6)^alpha,
+                                       |y| counting [END] (`decode.length_penalty`)
+    greedy(text: tf.string (B,)) -> greedy decoding (`zoo.decode.greedy_decode`)
+        translation, tokens  as above
+        score        float32 (B,)      sum of the log-probabilities of the chosen
+                                       tokens up to and including [END]
+
+The text goes through the source tokenizer's `tokenize` (UTF-8 repair: invalid
+bytes become U+FFFD; NFKC; lower-casing; WordPiece; unknown characters, emoji
+included, become [UNK]), is cut to `max_length - 1` tokens and gets [END]
+appended (`zoo.datasets.pipeline` convention: source = x + [END]); the batch is padded
+with 0, decoded, and the target tokenizer's `detokenize` turns the ids back
+into text. An empty string is a source of [END] alone and is translated like
+any other input; an empty batch gives empty outputs (tokens `(0, max_length)`).
+Decoding runs without XLA by default. `jit_compile=True` compiles the
+decoding of the int ids with XLA inside the SavedModel (tokenization and
+detokenization stay outside the XLA cluster; `zoo.export.translation`): several
+times faster at small batches on CPU, but TF Serving disables XLA:CPU JIT by
+default and fails such requests unless started with
+`--xla_cpu_compilation_enabled=true` (saved_models/README.md).
+
+Imported Marian (OPUS-MT) models (`zoo.transformer.marian`) export the same signatures
+with their own tokenizers (`zoo.text.marian`: cased SentencePiece
+pieces mapped through vocab.json, `</s>` appended) and special ids (the
+target tokenizer's `special_ids`: padding = decoder start, `</s>` = 0 in
+OPUS-MT): `tokens` holds Marian ids with padding after `</s>`, and
+`translation` is what Hugging Face's `batch_decode(skip_special_tokens=True)`
+gives. Their beam search is Hugging Face's by default (`length_penalty="hf"`:
+score `log p(y | x) / |y| ** alpha`, alpha 1.0), and the step at the length
+limit emits `</s>` (`force_end`, Marian's `forced_eos_token_id`), so that the
+SavedModel reproduces `generate(num_beams=4)`.
+
+Signatures of a ViT, K classes, top k:
+
+    serving_default(images: uint8 (B, H, W, C)) ->
+        probabilities  float32 (B, K)   softmax of the logits
+        classes        int32 (B, k)     top-k class ids, most probable first
+        scores         float32 (B, k)   their probabilities
+        class_names    tf.string (B, k) their names (`class_names`, or the ids as text)
+    predict_image_bytes(image_bytes: tf.string (B,)) -> the same outputs
+        each string is an encoded PNG, JPEG, GIF (first frame) or BMP of any
+        size; it is decoded, converted to C channels (alpha dropped, RGB <->
+        grayscale with ITU-R 601 weights) and resized to (H, W) (bilinear,
+        antialiased) inside the graph. Bytes that are not an image fail the
+        request with InvalidArgumentError ("Unknown image file format").
+
+Versions: `version=None` takes the next integer after the largest existing
+version directory. The SavedModel is written into `<path>/.tmp-<version>-<random>`
+and renamed to `<path>/<version>` only once complete, so TF Serving (which
+only loads integer-named directories) never sees a half-written version; an
+exception during export removes the temporary directory. An existing version
+is never overwritten (`FileExistsError`).
+
+The translation export lives in `zoo.export.translation`, the image export in
+`zoo.export.image`; which family goes to which is `TRANSLATION_FAMILIES` and
+`IMAGE_FAMILIES` below. `zoo.export` is this module, made callable: `zoo.export(model, path)`,
+`zoo.export.export(model, path)` and `from zoo.export import export` all call
+the same function.
+"""
+
+import os
+import pathlib
+import sys
+import types
+
+import keras
+import tensorflow as tf
+
+from zoo import families, files
+from zoo.export.checks import check_int
+from zoo.export.image import DEFAULT_TOP_K, ImageClassifierModule, image_export
+from zoo.export.translation import (  # noqa: F401 - part of this module's API
+    DEFAULT_RNN_MAX_LENGTH,
+    TF_SERVING_TEXT_OP_LIBRARIES,
+    TF_SERVING_TEXT_OPS,
+    TranslationModule,
+    special_ids,
+    translation_export,
+)
+
+__all__ = [
+    "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "IMAGE_FAMILIES", "METADATA_FILENAME",
+    "TF_SERVING_TEXT_OPS", "TF_SERVING_TEXT_OP_LIBRARIES", "TRANSLATION_FAMILIES",
+    "ImageClassifierModule", "TranslationModule", "existing_versions", "export",
+    "model_family", "special_ids",
+]
+
+METADATA_FILENAME = "zoo_export.json"
+
+# Which export each model family (`zoo.families.model_family`) gets: the one
+# place to add a family. Translation families take `{"source", "target"}` ->
+# logits and are decoded by `zoo.decode`; image families take (B, H, W, C).
+TRANSLATION_FAMILIES = ("transformer", "seq2seq", "convs2s")
+IMAGE_FAMILIES = ("vit",)
+
+
+def model_family(model):
+    """`"transformer"`, `"seq2seq"` (RNNsearch), `"convs2s"` or `"vit"`, from the layer names.
+
+    The same rules as `zoo.attention_weights`, so models loaded from `.keras`
+    files are recognised too. Raises ValueError for anything else.
+    """
+    family = families.model_family(model)
+    if family in TRANSLATION_FAMILIES + IMAGE_FAMILIES:
+        return family
+    raise ValueError(
+        "export: `obj` must be a zoo Transformer, RNNsearch, ConvS2S or ViT keras.Model (or the path "
+        f"of a .keras file of one); received {type(model).__name__} "
+        f"{getattr(model, 'name', '')!r}."
+    )
+
+
+# === Writing versions ===
+
+
+def existing_versions(path):
+    """The integer version directories under `path`, as a sorted list of ints."""
+    path = pathlib.Path(path)
+    if not path.is_dir():
+        return []
+    return sorted(
+        int(child.name)
+        for child in path.iterdir()
+        if child.is_dir() and child.name.isascii() and child.name.isdigit()
+    )
+
+
+def _write_atomically(base, version, save, renumber):
+    """Run `save(directory, version)` into a temporary directory under `base`, then rename
+    it to `base/<version>`; on any exception the temporary directory is removed. With
+    `version=None`, two exports started at once get the next two free versions
+    (`renumber(directory, version)` rewrites what names the version)."""
+    path, _ = files.write_numbered_directory(base, save, version, renumber=renumber)
+    return path
+
+
+def export(
+    obj,
+    path,
+    version=None,
+    *,
+    tokenizer=None,
+    target_tokenizer=None,
+    beam_size=4,
+    alpha=None,
+    max_length=None,
+    top_k=None,
+    class_names=None,
+    length_penalty=None,
+    force_end=None,
+    jit_compile=False,
+):
+    """Write a zoo model as a TF Serving SavedModel version (see the module docstring).
+
+    Args:
+        obj: a zoo Transformer, RNNsearch, ConvS2S or ViT `keras.Model` (from `zoo.get`
+            or `keras.saving.load_model`), or the path of a `.keras` file.
+        path: the model's directory, e.g. `"saved_models/numbers"`; the
+            version is written to `<path>/<version>/`.
+        version: a positive int, or None for one more than the largest
+            existing version (1 for the first).
+        tokenizer: translation models: the source tokenizer (a `zoo.text.tokenizers`
+            tokenizer, or a directory written by its `save`), also used for the
+            target unless `target_tokenizer` is given.
+        target_tokenizer: translation models with separate vocabularies.
+        beam_size, alpha: `serving_default`'s beam width and length penalty
+            (GNMT's, Wu et al. 2016; the Transformer paper: 4 and 0.6). Default
+            alpha: 0.6, or 1.0 (Hugging Face's default) with `length_penalty="hf"`.
+        length_penalty: `"gnmt"` or `"hf"` (`zoo.decode.beam_search`); default
+            `"hf"` for a tokenizer with its own `special_ids` (imported Marian
+            models), else `"gnmt"`.
+        force_end: emit [END] at the length limit (`zoo.decode`); default as
+            `length_penalty` (True for imported Marian models).
+        max_length: translation models: sources are cut to `max_length - 1`
+            tokens plus [END], and at most `max_length` tokens are generated.
+            Default: the Transformer's position table size; 128 for RNNsearch.
+        jit_compile: translation models: decode with XLA inside the SavedModel
+            (`zoo.export.translation`). Needs XLA JIT where it is served (TF
+            Serving: `--xla_cpu_compilation_enabled=true` on CPU).
+        top_k: ViT: classes reported per image, at most the number of
+            classes K; default min(5, K).
+        class_names: ViT: one name per class; default the ids as text.
+
+    Returns:
+        `pathlib.Path` of the written version directory.
+
+    Raises:
+        ValueError: `obj` is not a zoo model, or arguments do not fit it.
+        FileExistsError: `<path>/<version>` exists.
+    """
+    if isinstance(obj, (str, os.PathLike)):
+        if not str(obj).endswith(".keras"):
+            raise ValueError(f"export: a path `obj` must be a .keras file; received {obj!r}.")
+        obj = keras.saving.load_model(obj)
+    family = model_family(obj)
+
+    base = pathlib.Path(path)
+    if base.exists() and not base.is_dir():
+        raise ValueError(f"export: `path` must be a directory; {base} is a file.")
+    if version is not None:
+        check_int("version", version, 1)
+
+    # Every argument is checked (and the signatures prepared) before anything is written.
+    if family in IMAGE_FAMILIES:
+        if tokenizer is not None or target_tokenizer is not None:
+            raise ValueError("export: a ViT takes no `tokenizer`/`target_tokenizer`.")
+        if jit_compile:
+            raise ValueError("export: `jit_compile` is for translation models only.")
+        module, signatures, metadata = image_export(obj, top_k, class_names)
+    else:
+        if class_names is not None:
+            raise ValueError("export: `class_names` is for ViT models only.")
+        module, signatures, metadata = translation_export(
+            obj, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
+            length_penalty, force_end, jit_compile,
+        )
+    return _save(obj, family, base, version, module, signatures, metadata)
+
+
+def _save(model, family, base, version, module, signatures, metadata):
+    base.mkdir(parents=True, exist_ok=True)
+    if version is not None and version in existing_versions(base):
+        raise FileExistsError(
+            f"export: version {version} already exists in {base}; versions are never "
+            "overwritten (pass another `version`, or None for the next one)."
+        )
+    metadata = {
+        "format_version": 1,
+        "family": family,
+        "model_name": model.name,
+        "version": version,  # set when the version is chosen
+        "tensorflow_version": tf.__version__,
+        **metadata,
+    }
+
+    def renumber(directory, number):  # the version is in the metadata
+        extra = directory / "assets.extra"
+        extra.mkdir(exist_ok=True)
+        files.write_json(extra / METADATA_FILENAME, {**metadata, "version": number})
+
+    def save(directory, number):
+        tf.saved_model.save(module, str(directory), signatures=signatures)
+        renumber(directory, number)
+
+    return _write_atomically(base, version, save, renumber)
+
+
+class _CallableModule(types.ModuleType):
+    """`zoo.export` is this module and calling it calls `export`."""
+
+    def __call__(self, *args, **kwargs):
+        return export(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

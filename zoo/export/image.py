@@ -1,0 +1,137 @@
+"""The image-classifier export: a ViT as a TF Serving SavedModel (`zoo.export`).
+
+Signatures (K classes, top k): `serving_default` takes uint8 images
+`(B, H, W, C)`, `predict_image_bytes` encoded images `(B,)`; both return
+`probabilities`, `classes`, `scores` and `class_names` (see `zoo.export`).
+"""
+
+import tensorflow as tf
+
+from zoo.export.checks import check_int
+
+DEFAULT_TOP_K = 5
+
+
+class ImageClassifierModule(tf.Module):
+    """What a ViT export holds: the model, the class names and the signatures.
+
+    Args:
+        model: a zoo ViT (`images (B, H, W, C)` in [0, 255] -> logits `(B, K)`).
+        top_k: how many classes each image reports.
+        class_names: K names (str), id = position.
+    """
+
+    def __init__(self, model, top_k, class_names):
+        super().__init__(name="image_classifier")
+        self.model = model
+        self.height, self.width, self.channels = (int(d) for d in model.inputs[0].shape[1:])
+        self.top_k = top_k
+        self.class_names = list(class_names)
+        # Built here: the input signature holds the model's image size.
+        self.serving_default = tf.function(
+            self._predict_images,
+            input_signature=[
+                tf.TensorSpec(
+                    [None, self.height, self.width, self.channels], tf.uint8, name="images"
+                )
+            ],
+        )
+        self.predict_image_bytes = tf.function(
+            self._predict_image_bytes,
+            input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")],
+        )
+
+    def _classify(self, images):  # float32 (B, H, W, C) in [0, 255]
+        num_classes = len(self.class_names)
+
+        def run():
+            logits = self.model(images, training=False)  # (B, K)
+            return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+
+        # The patch reshapes cannot infer sizes on an empty batch: it skips the model.
+        probabilities = tf.cond(
+            tf.shape(images)[0] > 0, run, lambda: tf.zeros([0, num_classes], tf.float32)
+        )
+        probabilities = tf.ensure_shape(probabilities, [None, num_classes])
+        top = tf.math.top_k(probabilities, k=self.top_k)  # (B, k) each
+        names = tf.gather(tf.constant(self.class_names, tf.string), top.indices)
+        return {
+            "probabilities": probabilities,
+            "classes": tf.cast(top.indices, tf.int32),
+            "scores": top.values,
+            "class_names": names,
+        }
+
+    def decode_image(self, image_bytes):
+        """One encoded image (scalar string) -> float32 (H, W, C) in [0, 255]."""
+        image = tf.io.decode_image(image_bytes, channels=0, expand_animations=False)  # (h, w, c)
+        image = tf.ensure_shape(image, [None, None, None])
+        # Drop alpha: 2 channels are gray + alpha, 4 are RGB + alpha.
+        color = tf.cond(tf.shape(image)[-1] >= 3, lambda: image[..., :3], lambda: image[..., :1])
+        color = tf.cast(color, tf.float32)  # (h, w, 1 or 3)
+        if self.channels == 3:
+            to_model = lambda: tf.tile(color, [1, 1, 3])  # noqa: E731
+            color = tf.cond(tf.shape(color)[-1] == 1, to_model, lambda: color)
+        else:
+            to_model = lambda: tf.image.rgb_to_grayscale(color)  # noqa: E731
+            color = tf.cond(tf.shape(color)[-1] == 3, to_model, lambda: color)
+        color = tf.ensure_shape(color, [None, None, self.channels])
+        resized = tf.image.resize(
+            color, [self.height, self.width], method="bilinear", antialias=True
+        )
+        return tf.clip_by_value(resized, 0.0, 255.0)  # (H, W, C)
+
+    def _predict_images(self, images):  # uint8 (B, H, W, C)
+        return self._classify(tf.cast(images, tf.float32))
+
+    def _predict_image_bytes(self, image_bytes):  # string (B,)
+        images = tf.map_fn(
+            self.decode_image,
+            image_bytes,
+            fn_output_signature=tf.TensorSpec([self.height, self.width, self.channels], tf.float32),
+        )  # (B, H, W, C)
+        return self._classify(images)
+
+
+def image_export(model, top_k, class_names):
+    """Check the arguments; return (module, signatures, metadata) of a ViT export."""
+    shape = tuple(model.inputs[0].shape)
+    if len(shape) != 4 or any(d is None for d in shape[1:]):
+        raise ValueError(
+            f"export: the ViT must take images of a fixed size (B, H, W, C); its input "
+            f"shape is {shape}."
+        )
+    if shape[-1] not in (1, 3):
+        raise ValueError(
+            f"export: image signatures are written for 1- or 3-channel models; this ViT takes "
+            f"{shape[-1]} channels."
+        )
+    num_classes = int(model.outputs[0].shape[-1])
+    if top_k is None:
+        top_k = min(DEFAULT_TOP_K, num_classes)
+    check_int("top_k", top_k, 1, num_classes)
+    if class_names is None:
+        class_names = [str(index) for index in range(num_classes)]
+    else:
+        class_names = list(class_names)
+        if len(class_names) != num_classes or not all(isinstance(n, str) for n in class_names):
+            raise ValueError(
+                f"export: `class_names` must be {num_classes} str (one per class); received "
+                f"{len(class_names)} names: {class_names[:10]!r}."
+            )
+    module = ImageClassifierModule(model, top_k, class_names)
+    signatures = {
+        "serving_default": module.serving_default,
+        "predict_image_bytes": module.predict_image_bytes,
+    }
+    metadata = {
+        "signatures": {
+            "serving_default": "images uint8 (B, H, W, C) -> probabilities, classes, "
+            "scores, class_names",
+            "predict_image_bytes": "encoded PNG/JPEG/GIF/BMP (B,) -> the same outputs",
+        },
+        "image_shape": [module.height, module.width, module.channels],
+        "top_k": top_k,
+        "class_names": class_names,
+    }
+    return module, signatures, metadata

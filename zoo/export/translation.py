@@ -1,0 +1,304 @@
+"""The translation export: a Transformer or RNNsearch as a TF Serving SavedModel.
+
+`TranslationModule` holds the model and its tokenizers and defines the
+signatures `serving_default` (beam search) and `greedy`, strings in and
+strings out (see `zoo.export` for their outputs). Each signature is a plain
+`tf.function`: tokenize (string ops), decode the int ids, detokenize.
+
+With `jit_compile=True` the decoding of the int ids (the search loop; for
+`greedy`, greedy decoding summing the chosen tokens' log-probabilities as it
+goes) is an inner
+`tf.function(jit_compile=True)`: XLA compiles it, and the string ops stay
+outside the XLA cluster (they do not compile). XLA compiles once per input
+shape, so the source is padded to a bucket width, the next power of two from
+`MIN_BUCKET` up, at most `max_length` (padding is masked: the output does not
+change): a server compiles once per (batch size, bucket) it sees.
+"""
+
+import os
+
+import tensorflow as tf
+import tensorflow_text
+
+from zoo import decode
+from zoo.export.checks import check_int
+from zoo.text import tokenizers
+from zoo.text.special import END_ID, PAD_ID, START_ID, encode_sources
+
+# The RNNsearch has no position table: without `max_length` it decodes up to
+# this many tokens (`zoo.datasets.pipeline.make_translation_dataset`'s default).
+DEFAULT_RNN_MAX_LENGTH = 128
+# XLA exports: the narrowest source bucket (tokens + [END]).
+MIN_BUCKET = 8
+
+# tensorflow-text ops that TensorFlow Serving's model server registers (it
+# links tensorflow-text's op libraries: normalisation, regex split, WordPiece,
+# fast WordPiece, SentencePiece, whitespace). An export may use these and
+# core TensorFlow ops, nothing else; tests check the exported graphs.
+TF_SERVING_TEXT_OPS = frozenset(
+    {
+        # _normalize_ops
+        "CaseFoldUTF8",
+        "NormalizeUTF8",
+        "NormalizeUTF8WithOffsetsMap",
+        "FindSourceOffsets",
+        # _regex_split_ops
+        "RegexSplitWithOffsets",
+        # _wordpiece_tokenizer, _fast_wordpiece_tokenizer
+        "WordpieceTokenizeWithOffsets",
+        "FastWordpieceTokenizeWithOffsets",
+        "TFText>FastWordpieceDetokenize",
+        # _sentencepiece_tokenizer, _fast_sentencepiece_tokenizer
+        "SentencepieceOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceTokenizeWithOffsetsOp",
+        "SentencepieceDetokenizeOp",
+        "SentencepieceIdToStringOp",
+        "SentencepieceStringToIdOp",
+        "SentencepieceVocabSizeOp",
+        "TFText>FastSentencepieceTokenize",
+        "TFText>FastSentencepieceDetokenize",
+        # _whitespace_tokenizer, _whitespace_tokenizer_v2
+        "WhitespaceTokenizeWithOffsets",
+        "TFText>WhitespaceTokenizeWithOffsetsV2",
+    }
+)
+
+# The tensorflow-text op libraries holding TF_SERVING_TEXT_OPS (file names in
+# tensorflow_text/python/ops/): what a TF Serving-like process loads.
+TF_SERVING_TEXT_OP_LIBRARIES = (
+    "_normalize_ops.so",
+    "_regex_split_ops.so",
+    "_wordpiece_tokenizer.so",
+    "_fast_wordpiece_tokenizer.so",
+    "_sentencepiece_tokenizer.so",
+    "_fast_sentencepiece_tokenizer.so",
+    "_whitespace_tokenizer.so",
+    "_whitespace_tokenizer_v2.so",
+)
+
+
+# === Model inspection and argument checks ===
+
+
+def _layers(model):
+    return {layer.name: layer for layer in model.layers}
+
+
+def _source_vocabulary_size(model, family):
+    layers = _layers(model)
+    if family in ("transformer", "convs2s"):  # ka.TokenAndPositionEmbedding
+        layer = layers.get("shared_embedding") or layers["source_embedding"]
+        return layer.vocabulary_size
+    return layers["source_embedding"].input_dim
+
+
+def _target_vocabulary_size(model):
+    return int(model.outputs[0].shape[-1])
+
+
+def _position_limit(model):
+    """The Transformer's position table size: the longest source or target it takes."""
+    layers = _layers(model)
+    names = ("shared_embedding", "source_embedding", "target_embedding")
+    return min(layers[name].sequence_length for name in names if name in layers)
+
+
+def special_ids(tokenizer):
+    """`{"pad", "start", "end"}` of a tokenizer (`special_ids`), else the zoo's 0, 2, 3."""
+    ids = getattr(tokenizer, "special_ids", None) or {}
+    return {"pad": ids.get("pad", PAD_ID), "start": ids.get("start", START_ID),
+            "end": ids.get("end", END_ID)}
+
+
+def _load_tokenizer(name, tokenizer):
+    """A tokenizer object, or a directory written by a tokenizer's `save`."""
+    if isinstance(tokenizer, (str, os.PathLike)):
+        return tokenizers.load(tokenizer)
+    if not isinstance(tokenizer, tf.Module) or not all(
+        callable(getattr(tokenizer, method, None)) for method in ("tokenize", "detokenize")
+    ):
+        raise ValueError(
+            f"export: `{name}` must be a zoo.text.WordPieceTokenizer (a tf.Module with "
+            f"tokenize/detokenize) or the directory it was saved to; received {tokenizer!r}."
+        )
+    return tokenizer
+
+
+def _check_vocabulary(name, tokenizer, model_size, side):
+    size = getattr(tokenizer, "vocab_size", None)
+    if size is not None and size > model_size:
+        raise ValueError(
+            f"export: `{name}` has {size} tokens but the model's {side} vocabulary has "
+            f"{model_size}: its ids would not fit the model; pass the tokenizer the model "
+            "was trained with."
+        )
+
+
+# === Exported module ===
+
+
+def bucket_width(length, max_length):
+    """The padded source width for `length` tokens (int32 scalar tensor): the smallest of
+    MIN_BUCKET, 2·MIN_BUCKET, 4·MIN_BUCKET, … (below max_length) and max_length that holds
+    it; never more than max_length."""
+    widths = [min(MIN_BUCKET, max_length)]
+    while widths[-1] < max_length:
+        widths.append(min(2 * widths[-1], max_length))
+    widths = tf.constant(widths, tf.int32)
+    index = tf.searchsorted(widths, tf.reshape(tf.cast(length, tf.int32), [1]), side="left")[0]
+    return widths[tf.minimum(index, tf.size(widths) - 1)]
+
+
+class TranslationModule(tf.Module):
+    """What a translation export holds: the model, its tokenizers and the signatures.
+
+    Args:
+        model: a zoo Transformer or RNNsearch (`{"source", "target"}` -> logits).
+        source_tokenizer, target_tokenizer: tokenizers with `tokenize`/`detokenize`
+            (may be the same object); tracked as attributes, so their tables and
+            vocabularies are saved with the model.
+        max_length: the longest source (tokens + [END]) and the most tokens generated.
+        beam_size, alpha, length_penalty, force_end: beam search settings (`zoo.decode`).
+        jit_compile: decode the int ids in an XLA-compiled inner function, the
+            source padded to a bucket width (B, W), W = `bucket_width(S)`.
+    """
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
+                 length_penalty="gnmt", force_end=False, jit_compile=False):
+        super().__init__(name="translation")
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_length = max_length
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.length_penalty = length_penalty
+        self.force_end = force_end
+        self.jit_compile = jit_compile
+        self.ids = special_ids(target_tokenizer)
+
+    def _decode_args(self):
+        return dict(max_length=self.max_length, start_id=self.ids["start"],
+                    end_id=self.ids["end"], pad_id=self.ids["pad"], force_end=self.force_end)
+
+    def source_ids(self, text):
+        """Strings (B,) -> source ids int32 (B, S): tokens cut to max_length - 1, + [END],
+        padded (to a bucket width W >= S under `jit_compile`)."""
+        ids = encode_sources(self.source_tokenizer, text, self.max_length,
+                             end_id=self.ids["end"])  # (B, (S))
+        ids = ids.to_tensor(default_value=self.ids["pad"])  # (B, S)
+        if not self.jit_compile:
+            return ids
+        extra = bucket_width(tf.shape(ids)[1], self.max_length) - tf.shape(ids)[1]
+        return tf.pad(ids, [[0, 0], [0, extra]], constant_values=self.ids["pad"])  # (B, W)
+
+    def _outputs(self, text, run):
+        source = self.source_ids(text)  # (B, S)
+        if self.jit_compile:  # the int-only part, compiled by XLA (no string ops inside)
+            run = tf.function(run, jit_compile=True, autograph=False)
+
+        def empty():
+            return tf.zeros([0, self.max_length], tf.int32), tf.zeros([0], tf.float32)
+
+        # An empty batch never reaches the model (shape corner cases in the
+        # decoding loops); it gets empty outputs of the right ranks.
+        tokens, score = tf.cond(tf.shape(source)[0] > 0, lambda: run(source), empty)
+        tokens = tf.ensure_shape(tf.cast(tokens, tf.int32), [None, None])
+        return {
+            "translation": self.target_tokenizer.detokenize(tokens),  # (B,)
+            "tokens": tokens,  # (B, L)
+            "score": tf.ensure_shape(tf.cast(score, tf.float32), [None]),  # (B,)
+        }
+
+    def _beam_ids(self, source):  # int32 (B, S) -> tokens (B, L), score (B,)
+        return decode.beam_search(
+            self.model, source, beam_size=self.beam_size, alpha=self.alpha,
+            length_penalty=self.length_penalty, **self._decode_args(),
+        )
+
+    def _greedy_ids(self, source):  # int32 (B, S) -> tokens (B, L), score (B,)
+        # The score (the sum of the chosen tokens' log-probabilities) is added up in the
+        # decoding loop: no second, teacher-forced pass over the tokens.
+        return decode.greedy_decode(self.model, source, return_score=True, **self._decode_args())
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
+    def beam(self, text):
+        return self._outputs(text, self._beam_ids)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
+    def greedy(self, text):
+        return self._outputs(text, self._greedy_ids)
+
+
+def translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha,
+                       max_length, length_penalty=None, force_end=None, jit_compile=False):
+    """Check the arguments; return (module, signatures, metadata) of a translation export."""
+    if tokenizer is None:
+        raise ValueError(
+            f"export: a {family} model needs `tokenizer` (and `target_tokenizer` when the "
+            "target vocabulary differs) to serve text."
+        )
+    source_tokenizer = _load_tokenizer("tokenizer", tokenizer)
+    target_tokenizer = (
+        source_tokenizer
+        if target_tokenizer is None
+        else _load_tokenizer("target_tokenizer", target_tokenizer)
+    )
+    _check_vocabulary("tokenizer", source_tokenizer, _source_vocabulary_size(model, family), "source")
+    _check_vocabulary(
+        "target_tokenizer" if target_tokenizer is not source_tokenizer else "tokenizer",
+        target_tokenizer,
+        _target_vocabulary_size(model),
+        "target",
+    )
+    check_int("beam_size", beam_size, 1)
+    length_penalty, force_end, alpha = _search_settings(
+        target_tokenizer, length_penalty, force_end, alpha
+    )
+    limit = _position_limit(model) if family in ("transformer", "convs2s") else None
+    if max_length is None:
+        max_length = limit if limit is not None else DEFAULT_RNN_MAX_LENGTH
+    check_int("max_length", max_length, 2, limit)
+    if not isinstance(jit_compile, bool):
+        raise ValueError(f"export: `jit_compile` must be a bool; received {jit_compile!r}.")
+
+    module = TranslationModule(
+        model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
+        length_penalty, force_end, jit_compile,
+    )
+    signatures = {"serving_default": module.beam, "greedy": module.greedy}
+    metadata = {
+        "tensorflow_text_version": tensorflow_text.__version__,
+        "signatures": {
+            "serving_default": "beam search: text -> translation, tokens, score",
+            "greedy": "greedy decoding: text -> translation, tokens, score",
+        },
+        "max_length": max_length,
+        "beam_size": beam_size,
+        "alpha": alpha,
+        "length_penalty": length_penalty,
+        "force_end": force_end,
+        "special_ids": module.ids,
+        "jit_compile": jit_compile,
+    }
+    return module, signatures, metadata
+
+
+def _search_settings(target_tokenizer, length_penalty, force_end, alpha):
+    """Defaults and checks of (length_penalty, force_end, alpha): Hugging Face's for a
+    tokenizer with its own `special_ids` (imported Marian models), else GNMT's."""
+    imported = getattr(target_tokenizer, "special_ids", None) is not None
+    if length_penalty is None:
+        length_penalty = "hf" if imported else "gnmt"
+    if length_penalty not in decode.LENGTH_PENALTIES:
+        raise ValueError(
+            f"export: `length_penalty` must be one of {decode.LENGTH_PENALTIES}; "
+            f"received length_penalty={length_penalty!r}."
+        )
+    force_end = imported if force_end is None else bool(force_end)
+    if alpha is None:
+        alpha = 1.0 if length_penalty == "hf" else 0.6
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
+        raise ValueError(f"export: `alpha` must be a number >= 0; received alpha={alpha!r}.")
+    return length_penalty, force_end, float(alpha)

@@ -1,0 +1,338 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) in its paper sizes.
+
+Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing: the
+target is the decoder input, `[START] y_1 … y_n`; id 0 is padding), output
+logits `(B, T, V)`.
+
+The config also expresses imported Marian (OPUS-MT) models (`zoo.transformer.marian`):
+swish or GELU feed-forward activations, sinusoidal positions in [sin | cos]
+halves, unscaled embeddings, a `final_logits_bias`, and special ids other
+than the zoo's (`pad_id`, `start_id`, `end_id`; Marian starts decoding from
+its padding id, and its `</s>` is id 0).
+"""
+
+import dataclasses
+
+import keras
+
+import keras_attention as ka
+from keras_attention.layers.positional import LAYOUTS
+from zoo import registry
+from zoo.transformer.layers import FinalLogitsBias, PaddingMask
+
+ACTIVATIONS = ("relu", "gelu", "swish")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes and training recipe of an encoder-decoder Transformer.
+
+    With `source_vocabulary_size` and `target_vocabulary_size` unset, source and
+    target share one vocabulary of `vocabulary_size` tokens and one embedding
+    matrix, which (with `tie_embeddings`) is also the pre-softmax projection, as
+    in the paper. Setting either gives separate vocabularies; then
+    `tie_embeddings` ties the target embedding with the output projection.
+    """
+
+    vocabulary_size: int = 37000
+    source_vocabulary_size: int | None = None
+    target_vocabulary_size: int | None = None
+    tie_embeddings: bool = True
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    d_model: int = 512
+    num_heads: int = 8
+    intermediate_dim: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    max_length: int = 256
+    norm_first: bool = False
+    positional: str = "sinusoidal"
+    layer_norm_epsilon: float = 1e-6
+    activation: str = "relu"
+    positional_layout: str = "interleaved"
+    scale_embeddings: bool = True
+    final_logits_bias: bool = False
+    pad_id: int = 0
+    start_id: int = 2
+    end_id: int = 3
+    # "softmax" (the paper) or "linear" (Katharopoulos et al. 2020: O(n) in the length,
+    # cached decoding keeps a constant-size state per layer instead of keys and values).
+    attention: str = "softmax"
+    # Training recipe (section 5.3 of the paper).
+    label_smoothing: float = 0.1
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    jit_compile: bool = False
+
+    def __post_init__(self):
+        registry.check_positive(
+            self,
+            "vocabulary_size",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "d_model",
+            "num_heads",
+            "intermediate_dim",
+            "max_length",
+            "warmup_steps",
+        )
+        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
+        registry.check_rate(self, "dropout", "attention_dropout", "label_smoothing")
+        registry.check_choice(self, "positional", ("sinusoidal", "learned"))
+        registry.check_choice(self, "activation", ACTIVATIONS)
+        registry.check_choice(self, "positional_layout", LAYOUTS)
+        for name in ("scale_embeddings", "final_logits_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"`{name}` must be a bool; received {name}={getattr(self, name)!r}.")
+        smallest = min(self.source_vocab, self.target_vocab)
+        for name in ("pad_id", "start_id", "end_id"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < smallest:
+                raise ValueError(
+                    f"`{name}` must be an id in [0, {smallest}) (the vocabulary); "
+                    f"received {name}={value!r}."
+                )
+        if self.end_id == self.pad_id:
+            raise ValueError(f"`end_id` must differ from `pad_id`; both are {self.pad_id}.")
+        registry.check_choice(self, "attention", ("softmax", "linear"))
+        if self.attention == "linear" and self.attention_dropout > 0:
+            raise ValueError(
+                "attention='linear' has no attention weights to drop; received "
+                f"attention_dropout={self.attention_dropout}."
+            )
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                "num_heads must divide d_model; received "
+                f"num_heads={self.num_heads}, d_model={self.d_model}."
+            )
+        registry.check_positive_number(self, "learning_rate_scale")
+
+    @property
+    def shared_vocabulary(self):
+        return self.source_vocabulary_size is None and self.target_vocabulary_size is None
+
+    @property
+    def source_vocab(self):
+        return self.source_vocabulary_size or self.vocabulary_size
+
+    @property
+    def target_vocab(self):
+        return self.target_vocabulary_size or self.vocabulary_size
+
+    def num_params(self):
+        """The parameter count, computed from the sizes (nothing is built)."""
+        d, f = self.d_model, self.intermediate_dim
+        attention = 4 * (d * d + d)
+        feed_forward = 2 * d * f + f + d
+        norm = 2 * d
+        encoder_layer = attention + feed_forward + 2 * norm
+        decoder_layer = 2 * attention + feed_forward + 3 * norm
+        positions = self.max_length * d if self.positional == "learned" else 0
+        if self.shared_vocabulary:
+            embeddings = self.vocabulary_size * d + positions
+        else:
+            embeddings = (self.source_vocab + self.target_vocab) * d + 2 * positions
+        output = 0 if self.tie_embeddings else d * self.target_vocab
+        final_norms = 2 * norm if self.norm_first else 0
+        logits_bias = self.target_vocab if self.final_logits_bias else 0
+        return (
+            logits_bias
+            + embeddings
+            + self.num_encoder_layers * encoder_layer
+            + self.num_decoder_layers * decoder_layer
+            + final_norms
+            + output
+        )
+
+    def signature(self):
+        return (
+            {"source": "int32 (batch, source_length), 0 = padding",
+             "target": "int32 (batch, target_length), decoder input starting with [START]"},
+            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
+        )
+
+
+def _embedding(config, vocabulary_size, name):
+    return ka.TokenAndPositionEmbedding(
+        vocabulary_size,
+        config.max_length,
+        config.d_model,
+        positional=config.positional,
+        mask_zero=config.pad_id == 0,
+        scale_embeddings=config.scale_embeddings,
+        dropout=config.dropout,
+        layout=config.positional_layout,
+        name=name,
+    )
+
+
+def _block_args(config):
+    return dict(
+        num_heads=config.num_heads,
+        intermediate_dim=config.intermediate_dim,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation=config.activation,
+        norm_first=config.norm_first,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        attention=config.attention,
+    )
+
+
+def build(config):
+    """The functional `keras.Model` for a `TransformerConfig`.
+
+    Layer names (used by decoding and attention inspection): `source_embedding`,
+    `target_embedding` (the same layer when the vocabulary is shared),
+    `encoder_block_{i}`, `decoder_block_{i}`, `encoder_norm`/`decoder_norm`
+    (pre-norm only), `output_projection` (untied only), `final_logits_bias`
+    (with that field), `source_padding_mask` (with `pad_id != 0`).
+    """
+    source = keras.Input((None,), dtype="int32", name="source")
+    target = keras.Input((None,), dtype="int32", name="target")
+    # pad_id 0: the embeddings' Keras masks; otherwise explicit source masks and
+    # a decoder masked by causality only (it starts from pad_id in Marian).
+    masks = {}
+    if config.pad_id != 0:
+        source_mask = PaddingMask(config.pad_id, name="source_padding_mask")(source)  # (B, S)
+        masks = {"padding_mask": source_mask}
+
+    # === Embeddings (shared and tied as in the paper by default) ===
+    if config.shared_vocabulary:
+        source_embedding = target_embedding = _embedding(
+            config, config.vocabulary_size, "shared_embedding"
+        )
+    else:
+        source_embedding = _embedding(config, config.source_vocab, "source_embedding")
+        target_embedding = _embedding(config, config.target_vocab, "target_embedding")
+
+    # === Encoder ===
+    x = source_embedding(source)  # (B, S, D), Keras mask (B, S)
+    for i in range(config.num_encoder_layers):
+        x = ka.TransformerEncoderBlock(**_block_args(config), name=f"encoder_block_{i}")(
+            x, **masks
+        )
+    if config.norm_first:
+        x = keras.layers.LayerNormalization(
+            epsilon=config.layer_norm_epsilon, name="encoder_norm"
+        )(x)
+    encoder_output = x
+
+    # === Decoder ===
+    y = target_embedding(target)  # (B, T, D)
+    for i in range(config.num_decoder_layers):
+        y = ka.TransformerDecoderBlock(**_block_args(config), name=f"decoder_block_{i}")(
+            y, encoder_output, **({"encoder_padding_mask": masks["padding_mask"]} if masks else {})
+        )
+    if config.norm_first:
+        y = keras.layers.LayerNormalization(
+            epsilon=config.layer_norm_epsilon, name="decoder_norm"
+        )(y)
+
+    # === Output projection ===
+    if config.tie_embeddings:
+        logits = target_embedding(y, reverse=True)  # (B, T, V)
+    else:
+        logits = keras.layers.Dense(
+            config.target_vocab, use_bias=False, name="output_projection"
+        )(y)
+    if config.final_logits_bias:
+        logits = FinalLogitsBias(name="final_logits_bias")(logits)
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
+    return keras.Model({"source": source, "target": target}, logits, name="transformer")
+
+
+def compile_model(model, config):
+    """The paper's recipe: Adam(0.9, 0.98, 1e-9), warm-up schedule, label smoothing 0.1."""
+    schedule = ka.TransformerSchedule(
+        config.d_model, warmup_steps=config.warmup_steps, scale=config.learning_rate_scale
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        loss=ka.MaskedSparseCategoricalCrossentropy(
+            label_smoothing=config.label_smoothing, pad_id=config.pad_id
+        ),
+        metrics=[ka.MaskedAccuracy(pad_id=config.pad_id)],
+        jit_compile=config.jit_compile,
+    )
+
+
+def attention_weights(model, inputs):
+    """Every attention map of a Transformer for a batch, computed eagerly.
+
+    Args:
+        model: a model built by `build` (also after `keras.saving.load_model`).
+        inputs: `{"source": (B, S), "target": (B, T)}`.
+
+    Returns:
+        dict: `encoder_block_{i}/self_attention` `(B, N, S, S)`,
+        `decoder_block_{i}/self_attention` `(B, N, T, T)` and
+        `decoder_block_{i}/cross_attention` `(B, N, T, S)` as numpy arrays.
+    """
+    layers = {layer.name: layer for layer in model.layers}
+    shared = "shared_embedding" in layers
+    source_embedding = layers["shared_embedding" if shared else "source_embedding"]
+    target_embedding = layers["shared_embedding" if shared else "target_embedding"]
+    source = keras.ops.convert_to_tensor(inputs["source"], "int32")
+    target = keras.ops.convert_to_tensor(inputs["target"], "int32")
+    padding = layers.get("source_padding_mask")  # models with pad_id != 0 (Marian)
+    source_mask = keras.ops.not_equal(source, padding.pad_id if padding else 0)
+    # With pad_id != 0 the decoder is masked by causality only (it starts from pad_id).
+    target_mask = None if padding else keras.ops.not_equal(target, 0)
+    weights = {}
+    x = source_embedding(source)
+    i = 0
+    while f"encoder_block_{i}" in layers:
+        x, w = layers[f"encoder_block_{i}"](
+            x, padding_mask=source_mask, return_attention_scores=True
+        )
+        weights[f"encoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(w)
+        i += 1
+    if "encoder_norm" in layers:
+        x = layers["encoder_norm"](x)
+    y = target_embedding(target)
+    i = 0
+    while f"decoder_block_{i}" in layers:
+        y, self_w, cross_w = layers[f"decoder_block_{i}"](
+            y,
+            x,
+            decoder_padding_mask=target_mask,
+            encoder_padding_mask=source_mask,
+            return_attention_scores=True,
+        )
+        weights[f"decoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(self_w)
+        weights[f"decoder_block_{i}/cross_attention"] = keras.ops.convert_to_numpy(cross_w)
+        i += 1
+    return weights
+
+
+# `zoo.get(name, weights=folder)` (a Marian / OPUS-MT folder) is registered by `zoo.transformer.marian`.
+registry.register_family(TransformerConfig, "transformer", compile_fn=compile_model)
+
+_PAPER = "Vaswani et al., Attention Is All You Need, NeurIPS 2017, Table 3"
+_TINY = dict(
+    vocabulary_size=8000, num_encoder_layers=2, num_decoder_layers=2, d_model=128,
+    num_heads=4, intermediate_dim=512, max_length=128, warmup_steps=1000,
+)
+_SMALL = dict(
+    vocabulary_size=8000, num_encoder_layers=3, num_decoder_layers=3, d_model=256,
+    num_heads=4, intermediate_dim=1024, max_length=256, warmup_steps=4000,
+)
+registry.register(
+    "transformer-tiny", build, TransformerConfig(**_TINY),
+    reference="CPU-sized: 2+2 layers, d_model 128, 4 heads, d_ff 512",
+)
+registry.register(
+    "transformer-small", build, TransformerConfig(**_SMALL),
+    reference="3+3 layers, d_model 256, 4 heads, d_ff 1024 (the size benchmarked against keras-hub)",
+)
+registry.register(
+    "transformer-base", build, TransformerConfig(), reference=_PAPER + ", base (65M)"
+)
+registry.register(
+    "transformer-big",
+    build,
+    TransformerConfig(d_model=1024, num_heads=16, intermediate_dim=4096, dropout=0.3),
+    reference=_PAPER + ", big (213M)",
+)

@@ -1,0 +1,386 @@
+"""The Vision Transformer (Dosovitskiy et al., 2021) in its paper sizes, and CPU-sized ones.
+
+Input images `(B, H, W, C)` with pixel values in [0, 255] (uint8 or float;
+rescaled inside the model), output logits `(B, num_classes)`.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+
+import keras_attention as ka
+from zoo import registry
+from zoo.vit.augmentation import Augmentation, ShiftedImages
+from zoo.vit.recipe import compile_model, freeze_backbone
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """Sizes and training recipe of a ViT classifier.
+
+    Recipe: AdamW with linear warm-up then cosine decay over `decay_steps`
+    (set it to epochs × steps per epoch; `zoo train` does), weight decay on the
+    kernels only, cross-entropy with optional label smoothing. Augmentation
+    layers (active only in training) are part of the model.
+
+    `pooling`: what the classifier head sees. `"cls"` (the paper's default): a
+    learnable class token is prepended to the P patch tokens and its output is
+    classified. `"gap"` (the paper's Appendix D.3 alternative): no class token;
+    the P patch outputs are averaged. `"seq"`: no class token; the P patch
+    outputs are averaged with learned attention weights (`SequencePooling`,
+    the SeqPool of Hassani et al., 2021).
+
+    `pooled_norm`: with `pooling="gap"`, apply the final layer
+    norm to the pooled `(B, D)` representation instead of to every token
+    before pooling (timm's `fc_norm`, its default for average pooling).
+
+    Pretrained weights (`zoo.get(name, weights=PATH)`, `zoo.vit.weights.checkpoint`)
+    set the fields the file implies: `pixel_mean` and `pixel_std` (the model
+    computes `(pixels / 255 - pixel_mean) / pixel_std` inside, so it still
+    takes [0, 255]; the defaults 0 and 1 give [0, 1], while Google's, timm's
+    augreg and Hugging Face's google/vit-* weights expect [-1, 1]: 0.5 and
+    0.5; a float or one value per channel), `activation` (`"gelu"`, exact, or
+    `"gelu_tanh"`, its tanh approximation), `layer_norm_epsilon`, `pooling`,
+    `pooled_norm`, `image_size` and `num_classes`, and the fine-tuning recipe
+    `zoo.vit.weights.checkpoint.FINE_TUNING` (a lower `learning_rate`, a short
+    warm-up); overrides given to `zoo.get` win. `trainable_backbone=False`
+    freezes every layer but the head (linear probing; `freeze_backbone`).
+
+    `shifted_patches`: Shifted Patch Tokenization (Lee et al., 2021): each
+    patch is embedded together with the same patch of the image shifted
+    diagonally by P/2 in the four directions (`ShiftedImages`), so tokens see
+    overlapping windows; it helps ViTs trained from scratch on small data.
+    (The paper also layer-normalises the flattened patches before the
+    projection; here they go straight into `PatchEmbedding`.)
+
+    Augmentation (`Augmentation`): `random_flip` (horizontal),
+    `random_translation` (whole-pixel shifts up to this fraction of the size,
+    zero fill), `random_zoom` (a fraction, zero fill; not under
+    `jit_compile=True`), `random_erasing` (the probability that a random
+    rectangle of 2-33% of the image is set to 0). `augmentation_until`: the
+    share of the schedule (`decay_steps`) trained on augmented images; the
+    steps after `round(augmentation_until × decay_steps)` see the images as
+    they are (1.0: augment throughout). A model that can only just fit the
+    augmented images gains from a last stretch on the plain ones, whose
+    distribution the test images follow. The layer `augmentation` counts its
+    training steps in a non-trainable weight (saved, restored on resume), so
+    `num_params()` and `count_params()` count one more then.
+    """
+
+    image_size: int = 224
+    channels: int = 3
+    num_classes: int = 1000
+    patch_size: int = 16
+    num_layers: int = 12
+    hidden_dim: int = 768
+    num_heads: int = 12
+    mlp_dim: int = 3072
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    layer_norm_epsilon: float = 1e-6
+    pooling: str = "cls"
+    pooled_norm: bool = False
+    shifted_patches: bool = False
+    activation: str = "gelu"
+    pixel_mean: float | tuple = 0.0
+    pixel_std: float | tuple = 1.0
+    trainable_backbone: bool = True
+    # Augmentation (training only).
+    random_flip: bool = False
+    random_translation: float = 0.0
+    random_zoom: float = 0.0
+    random_erasing: float = 0.0
+    augmentation_until: float = 1.0
+    # Training recipe.
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_steps: int = 500
+    decay_steps: int = 10000
+    label_smoothing: float = 0.0
+    jit_compile: bool = False
+
+    def __post_init__(self):
+        registry.check_positive(
+            self, "image_size", "channels", "num_classes", "patch_size", "num_layers",
+            "hidden_dim", "num_heads", "mlp_dim", "decay_steps",
+        )
+        registry.check_rate(
+            self, "dropout", "attention_dropout", "label_smoothing", "random_translation",
+            "random_zoom",
+        )
+        _check_bounds(self, _AUGMENTATION_BOUNDS)
+        registry.check_choice(self, "pooling", ("cls", "gap", "seq"))
+        registry.check_choice(self, "activation", ("gelu", "gelu_tanh"))
+        if self.pooled_norm and self.pooling != "gap":
+            raise ValueError(
+                "`pooled_norm` needs pooling='gap' (the norm of timm's average-pooled ViTs); "
+                f"received pooled_norm=True, pooling={self.pooling!r}."
+            )
+        _check_pixel_statistics(self)
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                "patch_size must divide image_size; received "
+                f"image_size={self.image_size}, patch_size={self.patch_size}."
+            )
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(
+                "num_heads must divide hidden_dim; received "
+                f"num_heads={self.num_heads}, hidden_dim={self.hidden_dim}."
+            )
+        if self.jit_compile and self.random_zoom:
+            # Keras's RandomZoom uses ImageProjectiveTransformV3, which XLA cannot compile.
+            raise ValueError(
+                "`random_zoom` is not supported with jit_compile=True (XLA has no kernel for "
+                f"its image transform); received random_zoom={self.random_zoom!r}, "
+                "jit_compile=True. Use random_translation / random_flip / random_erasing, "
+                "or jit_compile=False."
+            )
+        _check_bounds(self, _RECIPE_BOUNDS)
+
+    @property
+    def augments(self):
+        """Whether the model has an `augmentation` layer (any random augmentation on)."""
+        return bool(self.random_flip or self.random_translation or self.random_zoom
+                    or self.random_erasing)
+
+    @property
+    def augmentation_steps(self):
+        """The training steps that see augmented images; None: all of them."""
+        if not self.augments or self.augmentation_until >= 1:
+            return None
+        return round(self.augmentation_until * self.decay_steps)
+
+    @property
+    def num_patches(self):
+        return (self.image_size // self.patch_size) ** 2
+
+    def num_params(self):
+        """The parameter count, computed from the sizes (nothing is built)."""
+        d, m = self.hidden_dim, self.mlp_dim
+        channels = self.channels * (5 if self.shifted_patches else 1)
+        patch = self.patch_size**2 * channels * d + d
+        if self.pooling == "cls":
+            tokens = d + (self.num_patches + 1) * d  # class token + position embeddings
+        else:
+            tokens = self.num_patches * d  # position embeddings
+        pooling = d if self.pooling == "seq" else 0  # `SequencePooling`'s scoring vector
+        layer = 4 * (d * d + d) + (2 * d * m + m + d) + 2 * (2 * d)
+        head = 2 * d + d * self.num_classes + self.num_classes
+        step_counter = 0 if self.augmentation_steps is None else 1  # `Augmentation.step`
+        return patch + tokens + self.num_layers * layer + pooling + head + step_counter
+
+    def signature(self):
+        shape = f"({self.image_size}, {self.image_size}, {self.channels})"
+        return (
+            {"images": f"uint8 or float32 (batch, {shape[1:-1]}), pixel values in [0, 255]"},
+            {"logits": f"float32 (batch, {self.num_classes})"},
+        )
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# (field, what it must be, the test): the fields `registry.check_*` do not cover.
+_AUGMENTATION_BOUNDS = (
+    ("random_erasing", "in [0, 1]", lambda v: _is_number(v) and 0 <= v <= 1),
+    ("augmentation_until", "in (0, 1]", lambda v: _is_number(v) and 0 < v <= 1),
+)
+_RECIPE_BOUNDS = (
+    ("learning_rate", "positive", lambda v: _is_number(v) and v > 0),
+    ("weight_decay", ">= 0", lambda v: _is_number(v) and v >= 0),
+    ("warmup_steps", "an integer >= 0", lambda v: isinstance(v, int) and 0 <= v),
+)
+
+
+def _check_bounds(config, bounds):
+    for name, requirement, holds in bounds:
+        value = getattr(config, name)
+        if not holds(value):
+            raise ValueError(f"`{name}` must be {requirement}; received {name}={value!r}.")
+
+
+def _check_pixel_statistics(config):
+    """Numbers, or tuples of `channels` numbers (a list, e.g. from JSON, becomes a tuple)."""
+    for name in ("pixel_mean", "pixel_std"):
+        value = getattr(config, name)
+        if isinstance(value, list):
+            value = tuple(value)
+            object.__setattr__(config, name, value)  # frozen: set once, while validating
+        values = value if isinstance(value, tuple) else (value,)
+        if (isinstance(value, tuple) and len(value) != config.channels) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+        ):
+            raise ValueError(
+                f"`{name}` must be a number or a tuple of `channels`={config.channels} numbers; "
+                f"received {name}={value!r}."
+            )
+        if name == "pixel_std" and not all(v > 0 for v in values):
+            raise ValueError(f"`pixel_std` must be positive; received pixel_std={value!r}.")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+def gelu_tanh(x):
+    """GELU with the tanh approximation (Flax's `nn.gelu` default, Hugging Face's `gelu_new`)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+def _rescaling(config):
+    """`(pixels / 255 - pixel_mean) / pixel_std` as one `Rescaling` layer."""
+    mean, std = np.asarray(config.pixel_mean, "float64"), np.asarray(config.pixel_std, "float64")
+    scale, offset = 1.0 / (255.0 * std), -mean / std
+    if scale.ndim:
+        scale, offset = scale.tolist(), offset.tolist()
+    else:
+        scale, offset = float(scale), float(offset)
+    return keras.layers.Rescaling(scale, offset=offset, name="rescaling")
+
+
+def build(config):
+    """The functional `keras.Model` for a `ViTConfig`.
+
+    Layer names: `patch_embedding`, `class_token` (`pooling="cls"`),
+    `position_embedding`, `encoder_block_{i}`, `encoder_norm`, `pooling`
+    (`pooling="gap"` or `"seq"`), `head`.
+    """
+    size, channels = config.image_size, config.channels
+    images = keras.Input((size, size, channels), name="images")
+    x = _rescaling(config)(images)
+    if config.augments:
+        x = Augmentation(
+            config.random_flip, config.random_translation, config.random_zoom,
+            random_erasing=config.random_erasing, stop_step=config.augmentation_steps,
+            name="augmentation",
+        )(x)
+    if config.shifted_patches:
+        x = ShiftedImages(config.patch_size // 2, name="shifted_images")(x)  # (B, H, W, 5C)
+    x = ka.PatchEmbedding(config.patch_size, config.hidden_dim, name="patch_embedding")(x)
+    cls = config.pooling == "cls"
+    if cls:
+        x = ka.ClassToken(name="class_token")(x)  # (B, T = P + 1, D)
+    x = ka.PositionEmbedding(
+        config.num_patches + int(cls),
+        initializer=keras.initializers.RandomNormal(stddev=0.02),
+        name="position_embedding",
+    )(x)
+    x = keras.layers.Dropout(config.dropout, name="embedding_dropout")(x)
+    for i in range(config.num_layers):
+        x = ka.TransformerEncoderBlock(
+            config.num_heads,
+            config.mlp_dim,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            activation=gelu_tanh if config.activation == "gelu_tanh" else "gelu",
+            norm_first=True,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            name=f"encoder_block_{i}",
+        )(x)
+    encoder_norm = keras.layers.LayerNormalization(
+        epsilon=config.layer_norm_epsilon, name="encoder_norm"
+    )
+    if not config.pooled_norm:
+        x = encoder_norm(x)
+    if cls:
+        representation = x[:, 0]  # the class token's output, (B, D)
+    elif config.pooling == "seq":
+        representation = ka.SequencePooling(name="pooling")(x)  # (B, D)
+    else:
+        representation = keras.layers.GlobalAveragePooling1D(name="pooling")(x)  # (B, D)
+    if config.pooled_norm:
+        representation = encoder_norm(representation)
+    logits = keras.layers.Dense(config.num_classes, name="head")(representation)
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
+    model = keras.Model(images, logits, name="vit")
+    if not config.trainable_backbone:
+        freeze_backbone(model)
+    return model
+
+
+def attention_weights(model, images):
+    """Every self-attention map of a ViT for a batch, computed eagerly.
+
+    Returns:
+        dict `encoder_block_{i}/self_attention` -> numpy `(B, N, T, T)`:
+        T = P + 1 with `pooling="cls"` (P patches; index 0 is the class token),
+        T = P with `pooling="gap"` or `"seq"` (no class token). Without a class
+        token the dict also holds `pooling` -> numpy `(B, P)`, the weights with
+        which the head's input averages the last layer's P outputs: `α` of
+        `SequencePooling` for `"seq"`, `1 / P` each for `"gap"`.
+    """
+    layers = {layer.name: layer for layer in model.layers}
+    x = keras.ops.cast(keras.ops.convert_to_tensor(images), "float32")
+    x = layers["rescaling"](x)
+    if "shifted_images" in layers:
+        x = layers["shifted_images"](x)
+    x = layers["patch_embedding"](x)
+    if "class_token" in layers:
+        x = layers["class_token"](x)
+    x = layers["position_embedding"](x)
+    weights = {}
+    i = 0
+    while f"encoder_block_{i}" in layers:
+        x, w = layers[f"encoder_block_{i}"](x, return_attention_scores=True)
+        weights[f"encoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(w)
+        i += 1
+    if "pooling" in layers:
+        pooling = layers["pooling"]
+        if isinstance(pooling, ka.SequencePooling):
+            _, alpha = pooling(layers["encoder_norm"](x), return_attention_scores=True)
+            weights["pooling"] = keras.ops.convert_to_numpy(alpha)
+        else:  # global average pooling
+            batch, length = x.shape[0], x.shape[1]
+            weights["pooling"] = np.full((batch, length), 1.0 / length, "float32")
+    return weights
+
+
+# `zoo.get(name, weights=path)` (Google, timm, Hugging Face files) is registered by
+# `zoo.vit.weights.pretrained`.
+registry.register_family(ViTConfig, "vit", compile_fn=compile_model)
+
+_PAPER = "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021, Table 1"
+_SIZES = {
+    "vit-ti16": (dict(num_layers=12, hidden_dim=192, num_heads=3, mlp_dim=768), "Ti/16 (5.7M)"),
+    "vit-s16": (dict(num_layers=12, hidden_dim=384, num_heads=6, mlp_dim=1536), "S/16 (22M)"),
+    "vit-b16": (dict(num_layers=12, hidden_dim=768, num_heads=12, mlp_dim=3072), "B/16 (86M)"),
+    "vit-l16": (dict(num_layers=24, hidden_dim=1024, num_heads=16, mlp_dim=4096), "L/16 (307M)"),
+    "vit-h14": (
+        dict(num_layers=32, hidden_dim=1280, num_heads=16, mlp_dim=5120, patch_size=14),
+        "H/14 (632M)",
+    ),
+}
+for _name, (_sizes, _label) in _SIZES.items():
+    registry.register(_name, build, ViTConfig(**_sizes), reference=f"{_PAPER}, ViT-{_label}")
+
+_CPU = dict(
+    patch_size=4, num_layers=4, hidden_dim=64, num_heads=4, mlp_dim=128, num_classes=10,
+    learning_rate=1e-3, weight_decay=0.05, warmup_steps=200, decay_steps=5000,
+)
+# vit-tiny's recipe was chosen on Fashion-MNIST (README, "Longer runs"): patch 7
+# (16 tokens) leaves time for ~60 epochs in 15 CPU-minutes; 2 heads and sequence
+# pooling (no class token) make a step cheaper at the same accuracy; shifted
+# patch tokenization, flips, ±1-pixel shifts, random erasing and label smoothing
+# keep that many epochs from overfitting (±2-pixel shifts: slower to learn); the
+# last 10% of the schedule on the plain images (augmentation_until=0.9) adds
+# about half a point.
+_TINY_28 = dict(
+    _CPU, patch_size=7, num_heads=2, pooling="seq", shifted_patches=True, random_flip=True,
+    random_translation=0.036, random_erasing=0.25, label_smoothing=0.1, warmup_steps=900,
+    augmentation_until=0.9,
+)
+registry.register(
+    "vit-tiny",
+    build,
+    ViTConfig(image_size=28, channels=1, **_TINY_28),
+    reference=(
+        "CPU-sized ViT for 28x28x1 images (MNIST, Fashion-MNIST): patch 7 with shifted "
+        "patch tokenization, 4 layers, D 64, 2 heads, sequence pooling; flip, ±1-pixel shift, "
+        "erasing (the last 10% of the schedule without), label smoothing"
+    ),
+)
+registry.register(
+    "vit-tiny-32",
+    build,
+    ViTConfig(image_size=32, channels=3, random_flip=True, **_CPU),
+    reference="CPU-sized ViT for 32x32x3 images (CIFAR-10 sized): patch 4, 4 layers, D 64",
+)
