@@ -245,10 +245,29 @@ def test_every_public_layer_has_a_case():
     assert layers == covered
 
 
+def _richest_case_per_class():
+    """Per layer class, the case with the most inputs and call options (then by name)."""
+    chosen = {}
+    for case in sorted(LAYER_CASES, key=lambda c: (-len(LAYER_CASES[c][1]) - len(LAYER_CASES[c][2]), c)):
+        chosen.setdefault(type(LAYER_CASES[case][0]()).__name__, case)
+    return set(chosen.values())
+
+
+# XLA and mixed precision run once per layer class (see `run_layer_checks`).
+COMPILED_CASES = _richest_case_per_class()
+
+
 @pytest.mark.parametrize("case", sorted(LAYER_CASES))
 def test_shared_layer_checks(case, tmp_path):
     factory, inputs, call_kwargs, allow_zero = LAYER_CASES[case]
-    run_layer_checks(factory, inputs, tmp_path, call_kwargs, allow_zero_gradients=allow_zero)
+    compiled = case in COMPILED_CASES
+    run_layer_checks(factory, inputs, tmp_path, call_kwargs, allow_zero_gradients=allow_zero,
+                     jit=compiled, mixed_precision=compiled)
+
+
+def test_compiled_checks_cover_every_layer_class():
+    classes = {type(LAYER_CASES[case][0]()).__name__ for case in COMPILED_CASES}
+    assert classes == set(ka.layers.__all__)
 
 
 # === numpy references ===
