@@ -25,7 +25,7 @@ ZOO = pathlib.Path(__file__).resolve().parent.parent / "zoo"
 # The layers that run and search models, and the command line on top of them.
 UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.__main__")
 LEVELS = (
-    ("zoo.files", "zoo.progress", "zoo.moved", "zoo.checkpoints", "zoo.torch_pickle", "zoo.families"),
+    ("zoo.files", "zoo.progress", "zoo.moved", "zoo.checkpoints", "zoo.families"),
     ("zoo.text",),
     ("zoo.distribute", "zoo.registry", "zoo.description"),
     ("zoo.datasets",),
@@ -39,7 +39,7 @@ LEVELS = (
 )
 # The flat modules of `zoo/` besides the packages: a new one needs a reason.
 FLAT = {"__init__", "__main__", "checkpoints", "description", "families", "files", "moved",
-        "progress", "registry", "seq2seq", "torch_pickle"}
+        "progress", "registry", "seq2seq"}
 
 
 def _module_name(path):

@@ -443,31 +443,21 @@ def test_cli_fine_tuning_refuses_a_contradicting_set_in_one_line(imported, tmp_p
 # === pytorch_model.bin, read without torch ===
 
 
-def test_torch_state_dict_reader():
-    from zoo import torch_pickle as torch_checkpoint
-
-    fixtures = FOLDER.parent
-    state = torch_checkpoint.read_state_dict(fixtures / "torch_state_dict.bin")
-    expected = np.load(fixtures / "torch_state_dict.npz")
-    assert sorted(state) == sorted(expected.files)
-    for name in expected.files:
-        assert state[name].dtype == expected[name].dtype, name
-        np.testing.assert_array_equal(state[name], expected[name], err_msg=name)
-
-
-def test_torch_reader_refuses_other_objects(tmp_path):
+def test_broken_weight_files_are_refused_in_one_line(tmp_path):
+    """Both weight files go through `zoo.checkpoints` (tested there), errors as `FolderError`."""
     import zipfile
 
-    from zoo import torch_pickle as torch_checkpoint
-
-    path = tmp_path / "evil.bin"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("evil/data.pkl", pickle.dumps(print))  # builtins.print
-    with pytest.raises(ValueError, match=r"builtins\.print is not part of a state dict"):
-        torch_checkpoint.read_state_dict(path)
-    (tmp_path / "legacy.bin").write_bytes(b"\x80\x02not a zip")
-    with pytest.raises(ValueError, match="not a zip-format torch file"):
-        torch_checkpoint.read_state_dict(tmp_path / "legacy.bin")
+    folder = broken_copy(tmp_path)
+    (folder / "model.safetensors").write_bytes(b"just some text")
+    with pytest.raises(marian.FolderError, match=r"model\.safetensors: not a safetensors file \("):
+        marian.import_folder(folder)
+    (folder / "model.safetensors").unlink()
+    with zipfile.ZipFile(folder / "pytorch_model.bin", "w") as archive:
+        archive.writestr("evil/data.pkl", pickle.dumps(print))
+    with pytest.raises(marian.FolderError, match=r"pytorch_model\.bin: holds builtins\.print, "
+                                                 "which is not a tensor") as caught:
+        marian.import_folder(folder)
+    assert "\n" not in str(caught.value)
 
 
 def test_folder_with_pytorch_model_bin(tmp_path, references):

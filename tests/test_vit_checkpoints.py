@@ -9,12 +9,15 @@ resampling. No torch here: our logits must equal theirs within 1e-4.
 """
 
 import dataclasses
+import json
 import os
 import pathlib
 import pickle
+import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 import zipfile
 
 import keras
@@ -33,6 +36,9 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "vit"
 REFERENCES = np.load(FIXTURES / "references.npz")
 TINY = dict(num_layers=2, hidden_dim=32, num_heads=2, mlp_dim=64, patch_size=4)
 ATOL = 1e-4
+# The timm fixtures have no config.json: their assumed statistics are tested once, below.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*the input statistics of this timm state dict are not known:UserWarning")
 
 
 def load(path, **overrides):
@@ -91,6 +97,77 @@ def test_fields_the_files_imply():
     assert fields["hf_classifier"]["layer_norm_epsilon"] == 1e-12
     assert fields["hf_model"]["activation"] == "gelu_tanh"
     assert fields["hf_model"]["pixel_mean"] == (0.485, 0.456, 0.406)
+
+
+# === A timm file's input statistics: from its folder's config.json, else assumed with a warning ===
+
+IMAGENET = dict(pixel_mean=(0.485, 0.456, 0.406), pixel_std=(0.229, 0.224, 0.225))
+
+
+def timm_hub_folder(tmp_path, config):
+    """timm_cls.safetensors as `model.safetensors` of a folder with `config` as its config.json."""
+    folder = tmp_path / "timm_hub"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "timm_cls.safetensors", folder / "model.safetensors")
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config))
+    return folder / "model.safetensors"
+
+
+@pytest.mark.parametrize("config, statistics", [
+    # What timm's save_for_hf writes: the statistics in pretrained_cfg.
+    ({"architecture": "vit_tiny_patch16_224", "num_classes": 5, "num_features": 32,
+      "pretrained_cfg": {"input_size": [3, 16, 16], "mean": list(IMAGENET["pixel_mean"]),
+                         "std": list(IMAGENET["pixel_std"])}}, IMAGENET),
+    # Older timm: one flat dict.
+    ({"architecture": "vit_tiny_patch16_224", "num_classes": 5, "mean": [0.5, 0.5, 0.5],
+      "std": [0.5, 0.5, 0.5]}, dict(pixel_mean=0.5, pixel_std=0.5)),
+])
+def test_timm_statistics_come_from_the_config_json_next_to_the_file(tmp_path, config, statistics):
+    path = timm_hub_folder(tmp_path, config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the file's folder says them: no warning
+        assert vit_pretrained.read(path).fields["pixel_mean"] == statistics["pixel_mean"]
+        model = zoo.get("vit-ti16", weights=str(path), compile=False, **TINY)
+    images = REFERENCES["images"].astype(np.float64)
+    # The reference took (x/255 - 0.5)/0.5: these statistics are that on these pixels.
+    mean, std = (np.asarray(statistics[k]) for k in ("pixel_mean", "pixel_std"))
+    pixels = 255 * (0.5 * (images / 255 - mean) / std + 0.5)
+    np.testing.assert_allclose(model.predict(REFERENCES["images"], verbose=0),
+                               load("timm_cls.safetensors", pixel_mean=0.5, pixel_std=0.5)
+                               .predict(pixels.astype(np.float32), verbose=0), atol=ATOL, rtol=0)
+
+
+def test_timm_statistics_not_said_are_assumed_with_one_warning(tmp_path):
+    with pytest.warns(UserWarning) as record:
+        model = zoo.get("vit-ti16", weights=str(FIXTURES / "timm_cls.safetensors"), compile=False,
+                        **TINY)
+    messages = [str(w.message) for w in record if "pixel_mean" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert messages[0].endswith(
+        "timm_cls.safetensors: the input statistics of this timm state dict are not known (no "
+        "config.json next to it says them); assuming pixel_mean=0.5, pixel_std=0.5 (inputs scaled "
+        "to [-1, 1], as timm's augreg and Google's weights). For weights trained otherwise give "
+        "them: zoo.get(..., pixel_mean=..., pixel_std=...), e.g. ImageNet's "
+        "pixel_mean=(0.485, 0.456, 0.406), pixel_std=(0.229, 0.224, 0.225).")
+    np.testing.assert_allclose(model.predict(REFERENCES["images"], verbose=0),
+                               REFERENCES["timm_cls"], atol=ATOL, rtol=0)
+    path = timm_hub_folder(tmp_path, {"model_type": "vit"})  # not timm's config.json
+    with pytest.warns(UserWarning, match=r"timm_hub/config\.json has no timm pretrained_cfg with "
+                                         r"mean and std\); assuming pixel_mean=0\.5"):
+        assert zoo.config("vit-ti16", weights=str(path), **TINY).pixel_std == 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # given by the user: nothing assumed, no warning
+        config = zoo.config("vit-ti16", weights=str(path), **TINY, **IMAGENET)
+    assert (config.pixel_mean, config.pixel_std) == (IMAGENET["pixel_mean"], IMAGENET["pixel_std"])
+
+
+def test_timm_statistics_that_are_not_numbers_are_refused(tmp_path):
+    path = timm_hub_folder(tmp_path, {"pretrained_cfg": {"mean": "imagenet", "std": [0.5]}})
+    with pytest.raises(ValueError) as info:
+        zoo.config("vit-ti16", weights=str(path), **TINY)
+    assert str(info.value).endswith("timm_hub/config.json: mean='imagenet' is not a number or a "
+                                    "list of numbers.")
 
 
 @pytest.mark.parametrize("size, kind", [(3, "aa"), (8, "aa"), (3, "plain"), (8, "plain")])

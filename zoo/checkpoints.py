@@ -1,91 +1,98 @@
-"""Named tensors from `.safetensors`, PyTorch `.pth` and NumPy `.npz` files, as numpy arrays.
+"""Named tensors from `.safetensors`, PyTorch `.pth`/`.bin` and NumPy `.npz` files, as numpy arrays.
 
-Neither PyTorch nor the `safetensors` package is needed:
+PyTorch is not needed:
 
-- `.safetensors`: an 8-byte little-endian header size, a JSON header
-  `{name: {"dtype", "shape", "data_offsets": [begin, end]}}`, then the raw
-  little-endian bytes (https://github.com/huggingface/safetensors, "Format").
-- `.pth` (`torch.save` since PyTorch 1.6): a zip holding `<root>/data.pkl`, a
-  pickle whose tensors refer to storages `<root>/data/<key>` by key. The pickle
-  is read by a restricted unpickler that rebuilds tensors as numpy arrays and
-  refuses every other class, so a `.pth` file cannot run code here.
+- `.safetensors` is read by the `safetensors` package (a dependency), with
+  numpy as its framework; bfloat16 tensors come out as `ml_dtypes.bfloat16`
+  (Keras's own dependency) and are widened to float32.
+- `.pth`/`.bin` (`torch.save` since PyTorch 1.6): a zip holding
+  `<root>/data.pkl`, a pickle whose tensors refer to storages
+  `<root>/data/<key>` by a persistent id `("storage", storage class, key,
+  location, numel)`, and `<root>/byteorder` (PyTorch >= 2.1; only `little` is
+  read). The pickle goes through one restricted unpickler that knows the names
+  a state dict needs (`collections.OrderedDict`, `torch._utils._rebuild_tensor_v2`
+  and `_rebuild_parameter`, the typed storage classes), rebuilds the tensors as
+  numpy arrays and refuses every other name, so a checkpoint cannot run code
+  here. Training checkpoints that wrap the weights (`{"state_dict": ...}`,
+  `{"model": ...}`, `{"module": ...}`) are unwrapped.
 
-Every reader returns `dict name -> np.ndarray` (bfloat16 widened to float32).
+Every reader returns `dict name -> np.ndarray` (bfloat16 widened to float32)
+and raises a one-line `ValueError` naming the file for anything else.
+`read_state_dict` is `read_torch` under the name `zoo.torch_checkpoint` gave it
+(that module path now loads this one, see `zoo.moved`).
 """
 
 import collections
-import json
 import pathlib
 import pickle
-import struct
 import zipfile
 
+import ml_dtypes  # registers numpy's bfloat16, which safetensors' numpy reader needs
 import numpy as np
+import safetensors
 
-_SAFETENSORS_DTYPES = {
-    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": "bfloat16",
-    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
-    "BOOL": np.bool_,
-}
-# PyTorch's legacy storage classes (what `torch.save` pickles) -> numpy dtypes.
+# The safetensors dtypes numpy holds (with ml_dtypes for BF16).
+_SAFETENSORS_DTYPES = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
+# PyTorch's typed storage classes (what `torch.save` pickles) -> numpy dtypes.
 _TORCH_STORAGES = {
     "DoubleStorage": np.float64, "FloatStorage": np.float32, "HalfStorage": np.float16,
-    "BFloat16Storage": "bfloat16", "LongStorage": np.int64, "IntStorage": np.int32,
+    "BFloat16Storage": ml_dtypes.bfloat16, "LongStorage": np.int64, "IntStorage": np.int32,
     "ShortStorage": np.int16, "CharStorage": np.int8, "ByteStorage": np.uint8,
     "BoolStorage": np.bool_,
 }
+# Keys of training checkpoints that hold the state dict, looked into in this order.
+_WRAPPERS = ("state_dict", "model", "module")
 
 
-def _from_bytes(data, dtype, path, name):
-    """1-D numpy array of `dtype` from raw little-endian bytes (bfloat16 -> float32)."""
-    if dtype == "bfloat16":
-        if len(data) % 2:
-            raise ValueError(f"{path}: tensor {name!r} has a truncated bfloat16 buffer.")
-        bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
-        return bits.view(np.float32)
-    dtype = np.dtype(dtype).newbyteorder("<")
-    if len(data) % dtype.itemsize:
-        raise ValueError(f"{path}: tensor {name!r} has {len(data)} bytes, not a multiple of "
-                         f"its {dtype.itemsize}-byte elements.")
-    return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="))
+def _widened(array):
+    """bfloat16 -> float32 (exact); other dtypes unchanged."""
+    return array.astype(np.float32) if array.dtype == ml_dtypes.bfloat16 else array
 
 
 def read_safetensors(path):
-    """`dict name -> np.ndarray` of a `.safetensors` file (memory-mapped, each tensor copied out)."""
-    data = np.memmap(path, dtype=np.uint8, mode="r")
+    """`dict name -> np.ndarray` of a `.safetensors` file (memory-mapped by the package)."""
     try:
-        (size,) = struct.unpack("<Q", data[:8].tobytes())
-        header = json.loads(data[8 : 8 + size].tobytes())
-        if not isinstance(header, dict):
-            raise ValueError
-    except (struct.error, ValueError, UnicodeDecodeError):
-        raise ValueError(f"{path}: not a safetensors file (no JSON header).") from None
-    body = data[8 + size :]
-    tensors = {}
-    for name, spec in header.items():
-        if name == "__metadata__":
-            continue
-        if spec.get("dtype") not in _SAFETENSORS_DTYPES:
-            raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {spec.get('dtype')!r}.")
-        begin, end = spec["data_offsets"]
-        flat = _from_bytes(body[begin:end], _SAFETENSORS_DTYPES[spec["dtype"]], path, name)
-        if flat.size != int(np.prod(spec["shape"], dtype=np.int64)):
-            raise ValueError(f"{path}: tensor {name!r} holds {flat.size} values, not its shape "
-                             f"{tuple(spec['shape'])}.")
-        tensors[name] = flat.reshape(spec["shape"])
-    del data
-    return tensors
+        with safetensors.safe_open(str(path), framework="numpy") as file:
+            for name in file.keys():
+                dtype = file.get_slice(name).get_dtype()
+                if dtype not in _SAFETENSORS_DTYPES:
+                    raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}.")
+            return {name: _widened(file.get_tensor(name)) for name in file.keys()}
+    except safetensors.SafetensorError as error:
+        reason = " ".join(str(error).split())
+        raise ValueError(f"{path}: not a safetensors file ({reason}).") from None
+
+
+class _Refused(pickle.UnpicklingError):
+    """What the restricted unpickler will not read (the message, without the file)."""
+
+
+class _StorageClass:
+    """A typed storage class named in the pickle (`torch.FloatStorage`, ...)."""
+
+    def __init__(self, name):
+        self.name, self.dtype = name, np.dtype(_TORCH_STORAGES[name]).newbyteorder("<")
 
 
 def _rebuild_tensor(storage, offset, size, stride, *unused):
-    """`torch._utils._rebuild_tensor_v2` for numpy: a strided view of the storage, copied."""
-    if not size:
-        return storage[offset : offset + 1].reshape(()).copy()
-    item = storage.itemsize
+    """`torch._utils._rebuild_tensor_v2` for numpy: a strided view of the storage, copied.
+
+    The view is checked to lie inside the storage first (`as_strided` does not).
+    """
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride) or offset < 0 or min(stride, default=0) < 0:
+        raise _Refused(f"a tensor of size {size}, stride {stride} at offset {offset} is not a "
+                       "view of its storage")
+    if 0 in size:
+        return np.zeros(size, storage.dtype.newbyteorder("="))
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    if last >= storage.size:
+        raise _Refused(f"a tensor of size {size} reaches element {last} of a storage of "
+                       f"{storage.size} elements")
     view = np.lib.stride_tricks.as_strided(
-        storage[offset:], shape=tuple(size), strides=tuple(s * item for s in stride)
+        storage[offset:], shape=size, strides=tuple(s * storage.itemsize for s in stride)
     )
-    return np.array(view)
+    return np.array(view, dtype=storage.dtype.newbyteorder("="))
 
 
 def _rebuild_parameter(data, *unused):
@@ -93,7 +100,7 @@ def _rebuild_parameter(data, *unused):
 
 
 class _StateDictUnpickler(pickle.Unpickler):
-    """Unpickles `torch.save` data into numpy arrays; every other class is refused."""
+    """Unpickles `torch.save` data into numpy arrays; every other name is refused."""
 
     _ALLOWED = {
         ("collections", "OrderedDict"): collections.OrderedDict,
@@ -101,45 +108,83 @@ class _StateDictUnpickler(pickle.Unpickler):
         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     }
 
-    def __init__(self, file, archive, root, path):
+    def __init__(self, file, archive, root):
         super().__init__(file)
-        self.archive, self.root, self.path = archive, root, path
+        self.archive, self.root = archive, root
         self.storages = {}
 
     def find_class(self, module, name):
         if (module, name) in self._ALLOWED:
             return self._ALLOWED[module, name]
         if module == "torch" and name in _TORCH_STORAGES:
-            return _TORCH_STORAGES[name]
-        raise ValueError(f"{self.path}: holds {module}.{name}, which is not a tensor; only "
-                         "state dicts of tensors are read.")
+            return _StorageClass(name)
+        raise _Refused(f"holds {module}.{name}, which is not a tensor; only state dicts of "
+                       "tensors are read")
 
     def persistent_load(self, pid):
-        _, dtype, key, _, _ = pid  # ("storage", storage class, key, location, numel)
+        # ("storage", storage class, key, location, numel)
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+                and isinstance(pid[1], _StorageClass)):
+            raise _Refused(f"unknown persistent id {pid!r} (a torch storage is expected)")
+        _, storage, key, _, _ = pid
         if key not in self.storages:
             data = self.archive.read(f"{self.root}/data/{key}")
-            self.storages[key] = _from_bytes(data, dtype, self.path, f"storage {key}")
+            if len(data) % storage.dtype.itemsize:
+                raise _Refused(f"storage {key} has {len(data)} bytes, not a multiple of "
+                               f"{storage.name}'s {storage.dtype.itemsize}")
+            self.storages[key] = np.frombuffer(data, storage.dtype)
         return self.storages[key]
 
 
+def _pickle_root(path, archive):
+    """The archive's `<root>` (of `<root>/data.pkl`), after checking its byte order."""
+    names = archive.namelist()
+    pickles = [n for n in names if n.endswith("/data.pkl")]
+    if len(pickles) != 1:
+        raise ValueError(f"{path}: a zip file with {len(pickles)} data.pkl, not a PyTorch "
+                         "checkpoint (one expected).")
+    root = pickles[0][: -len("/data.pkl")]
+    if f"{root}/byteorder" in names:
+        byteorder = archive.read(f"{root}/byteorder").decode("ascii", "replace").strip()
+        if byteorder != "little":
+            raise ValueError(f"{path}: byteorder {byteorder!r}; only little-endian PyTorch "
+                             "checkpoints are read.")
+    return root
+
+
+def _unwrapped(state):
+    for wrapper in _WRAPPERS:  # training checkpoints wrap the weights
+        if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
+            state = state[wrapper]
+    return state
+
+
 def read_torch(path):
-    """`dict name -> np.ndarray` of a `torch.save`d state dict (zip format)."""
+    """`dict name -> np.ndarray` of a `torch.save`d state dict (zip format), unwrapped."""
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: not a PyTorch zip checkpoint (saved with torch.save since "
                          "PyTorch 1.6); convert it to .safetensors.")
     with zipfile.ZipFile(path) as archive:
-        pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
-        if not pickles:
-            raise ValueError(f"{path}: a zip file without data.pkl, not a PyTorch checkpoint.")
-        root = pickles[0][: -len("/data.pkl")]
-        with archive.open(pickles[0]) as file:
-            state = _StateDictUnpickler(file, archive, root, path).load()
-    for wrapper in ("state_dict", "model", "module"):  # training checkpoints wrap the weights
-        if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
-            state = state[wrapper]
+        root = _pickle_root(path, archive)
+        with archive.open(f"{root}/data.pkl") as file:
+            try:
+                state = _StateDictUnpickler(file, archive, root).load()
+            except _Refused as error:
+                raise ValueError(f"{path}: {error}.") from None
+            except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError,
+                    AttributeError, IndexError) as error:
+                reason = " ".join(str(error).split())
+                raise ValueError(f"{path}: a broken state dict pickle ({type(error).__name__}: "
+                                 f"{reason}).") from None
+    state = _unwrapped(state)
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
-        raise ValueError(f"{path}: not a state dict (a dict of tensors).")
-    return dict(state)
+        raise ValueError(f"{path}: holds a {type(state).__name__}, not a state dict (a dict of "
+                         "tensors).")
+    return {name: _widened(value) for name, value in state.items()}
+
+
+# The public name of `zoo.torch_checkpoint` (now this module), kept for code that uses it.
+read_state_dict = read_torch
 
 
 def read_npz(path):

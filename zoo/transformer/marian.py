@@ -35,10 +35,8 @@ import json
 import pathlib
 
 import numpy as np
-from safetensors.numpy import load_file
 
-from zoo import registry, transformer
-from zoo import torch_pickle as torch_checkpoint
+from zoo import checkpoints, registry, transformer
 from zoo.transformer import TransformerConfig
 
 CONFIG_FILENAME = "config.json"
@@ -203,23 +201,20 @@ def transformer_config(folder, base=None, **overrides):
 def read_weights(folder):
     """The folder's tensors as `{name: float32 numpy array}`.
 
-    From `model.safetensors`, else from `pytorch_model.bin` (read without
-    torch by `zoo.torch_pickle`, which refuses anything but tensors).
+    From `model.safetensors`, else from `pytorch_model.bin` (both read by
+    `zoo.checkpoints`, without torch; a pickle holding anything but tensors
+    is refused).
     """
     folder = pathlib.Path(folder)
     path = folder / WEIGHTS_FILENAME
-    if path.is_file():
-        try:
-            tensors = load_file(str(path))
-        except Exception as error:  # safetensors raises its own error types
-            raise FolderError(f"{path}: not a safetensors file ({error})") from None
-    elif (folder / TORCH_WEIGHTS_FILENAME).is_file():
-        try:
-            tensors = torch_checkpoint.read_state_dict(folder / TORCH_WEIGHTS_FILENAME)
-        except ValueError as error:
-            raise FolderError(str(error)) from None
-    else:
-        raise FolderError(f"{path}: not found (nor {TORCH_WEIGHTS_FILENAME})")
+    if not path.is_file():
+        path = folder / TORCH_WEIGHTS_FILENAME
+        if not path.is_file():
+            raise FolderError(f"{folder / WEIGHTS_FILENAME}: not found (nor {TORCH_WEIGHTS_FILENAME})")
+    try:
+        tensors = checkpoints.read(path)
+    except ValueError as error:
+        raise FolderError(str(error)) from None
     return {name: np.asarray(value, dtype="float32") for name, value in tensors.items()}
 
 

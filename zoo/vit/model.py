@@ -40,9 +40,11 @@ class ViTConfig:
     computes `(pixels / 255 - pixel_mean) / pixel_std` inside, so it still
     takes [0, 255]; the defaults 0 and 1 give [0, 1], while Google's, timm's
     augreg and Hugging Face's google/vit-* weights expect [-1, 1]: 0.5 and
-    0.5; a float or one value per channel), `activation` (`"gelu"`, exact, or
-    `"gelu_tanh"`, its tanh approximation), `layer_norm_epsilon`, `pooling`,
-    `pooled_norm`, `image_size` and `num_classes`, and the fine-tuning recipe
+    0.5; a float or one value per channel; a timm file's come from the
+    `config.json` next to it, else [-1, 1] is assumed with a warning),
+    `activation` (`"gelu"`, exact, or `"gelu_tanh"`, its tanh
+    approximation), `layer_norm_epsilon`, `pooling`, `pooled_norm`,
+    `image_size` and `num_classes`, and the fine-tuning recipe
     `zoo.vit.weights.checkpoint.FINE_TUNING` (a lower `learning_rate`, a short
     warm-up); overrides given to `zoo.get` win. `trainable_backbone=False`
     freezes every layer but the head (linear probing; `freeze_backbone`).

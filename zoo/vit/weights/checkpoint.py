@@ -53,6 +53,10 @@ class Checkpoint:
         fields: `ViTConfig` fields the file implies.
         num_heads: the file's attention heads, where it says (a timm state
             dict does not: its fused `qkv` fits any head count).
+        statistics_warning: set when the file does not say its input
+            statistics: why, and the `pixel_mean`/`pixel_std` in `fields`
+            that were assumed instead. `overrides` warns with it unless the
+            user gives both.
     """
 
     path: str
@@ -61,9 +65,12 @@ class Checkpoint:
     num_layers: int
     fields: dict
     num_heads: int | None = None
+    statistics_warning: str | None = None
 
     def overrides(self, user_overrides):
         """The config overrides for `zoo.get`: the file's fields, the recipe, then the user's."""
+        if self.statistics_warning and not {"pixel_mean", "pixel_std"} <= set(user_overrides):
+            warnings.warn(self.statistics_warning, stacklevel=4)  # zoo.get's caller
         recipe = dict(FINE_TUNING)
         if user_overrides.get("trainable_backbone") is False:
             recipe["learning_rate"] = LINEAR_PROBE_LEARNING_RATE

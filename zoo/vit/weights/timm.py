@@ -9,13 +9,22 @@ Names (PyTorch layouts: linear weights `(out, in)`, convolutions OIHW):
 timm's default with `global_pool="avg"`), `head`.
 
 timm's ViTs use layer-norm epsilon 1e-6 and the exact GELU. The state dict
-does not say how inputs were normalised: timm's augreg weights (and Google's
-they come from) take [-1, 1] (`pixel_mean=0.5, pixel_std=0.5`, assumed);
-weights trained on ImageNet statistics need `pixel_mean=(0.485, 0.456, 0.406),
+does not say how inputs were normalised; timm's Hub folders do, in the
+`config.json` next to the weights (`save_for_hf`): `pretrained_cfg.mean` and
+`.std` (at the top level in older versions), which become `pixel_mean` and
+`pixel_std`. Without them [-1, 1] is assumed (`pixel_mean=0.5, pixel_std=0.5`,
+timm's augreg weights and Google's they come from), with a warning; weights
+trained on ImageNet statistics need `pixel_mean=(0.485, 0.456, 0.406),
 pixel_std=(0.229, 0.224, 0.225)` given to `zoo.get`.
 """
 
+import json
+import pathlib
+
 from zoo.vit.weights.checkpoint import Checkpoint, block_path, implied_fields
+
+# What a timm file is assumed to take when its folder does not say: [-1, 1].
+ASSUMED_STATISTICS = dict(pixel_mean=0.5, pixel_std=0.5)
 
 # Parts of timm ViT variants the zoo's ViT does not have.
 _UNSUPPORTED = {
@@ -75,6 +84,39 @@ def _block(sd, i):
     return tensors
 
 
+def _statistic(config, key, value):
+    """A `mean`/`std` of timm's config as a `ViTConfig` value (a float, or one per channel)."""
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"{config}: {key}={value!r} is not a number or a list of numbers.")
+    return float(values[0]) if len(set(values)) == 1 else tuple(float(v) for v in values)
+
+
+def input_statistics(path):
+    """`(fields, warning)`: `pixel_mean`/`pixel_std` from timm's `config.json` next to `path`,
+    and None; else `ASSUMED_STATISTICS` and the warning that says so."""
+    config = pathlib.Path(path).parent / "config.json"
+    if not config.is_file():
+        reason = "no config.json next to it says them"
+    else:
+        try:
+            hub = json.loads(config.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            hub = None
+        cfg = hub.get("pretrained_cfg", hub) if isinstance(hub, dict) else None  # older: flat
+        if isinstance(cfg, dict) and cfg.get("mean") is not None and cfg.get("std") is not None:
+            return {"pixel_mean": _statistic(config, "mean", cfg["mean"]),
+                    "pixel_std": _statistic(config, "std", cfg["std"])}, None
+        reason = f"{config} has no timm pretrained_cfg with mean and std"
+    mean, std = ASSUMED_STATISTICS["pixel_mean"], ASSUMED_STATISTICS["pixel_std"]
+    warning = (f"{path}: the input statistics of this timm state dict are not known ({reason}); "
+               f"assuming pixel_mean={mean}, pixel_std={std} (inputs scaled to [-1, 1], as timm's "
+               "augreg and Google's weights). For weights trained otherwise give them: "
+               "zoo.get(..., pixel_mean=..., pixel_std=...), e.g. ImageNet's "
+               "pixel_mean=(0.485, 0.456, 0.406), pixel_std=(0.229, 0.224, 0.225).")
+    return dict(ASSUMED_STATISTICS), warning
+
+
 def read(path, sd):
     """The `Checkpoint` of a timm state dict `sd` (from `zoo.checkpoints.read`)."""
     if "patch_embed.proj.weight" not in sd or "pos_embed" not in sd:
@@ -101,6 +143,7 @@ def read(path, sd):
         tensors["class_token/token"] = ("cls_token", sd["cls_token"])
     for i in range(num_layers):
         tensors.update(_block(sd, i))
+    statistics, warning = input_statistics(path)
     fields = dict(implied_fields(path, tensors), layer_norm_epsilon=1e-6, activation="gelu",
-                  pooled_norm=norm == "fc_norm", pixel_mean=0.5, pixel_std=0.5)
-    return Checkpoint(str(path), "timm", tensors, num_layers, fields)
+                  pooled_norm=norm == "fc_norm", **statistics)
+    return Checkpoint(str(path), "timm", tensors, num_layers, fields, statistics_warning=warning)
