@@ -11,6 +11,25 @@
 - `vit_v1_augmented.keras`: a ViT with the augmentation layers, with an input
   and the output it gave.
 
+and what the code at commit 94240b1 wrote, the last before `zoo/` became
+packages (`tests/fixtures/make_v2_runs.py`):
+
+- `run_v2_seq2seq/` (RNNsearch, SentencePiece tokenizer) and `run_v2_convs2s/`
+  (ConvS2S, WordPiece tokenizer): tiny models on `numbers`, killed after their
+  first of two epochs, like `run_v1_transformer/`.
+- `transformer_v2.keras`, `seq2seq_v2.keras` (LSTM cell, location-aware
+  attention) and `convs2s_v2.keras`, each with an input (`*_v2_input.npz`)
+  and the output it gave (`*_v2_output.npy`).
+
+Their `.keras` files (the three above and the runs' checkpoints) record the
+flat module paths of that time in their inner `config.json`:
+`"module": "zoo.convs2s_layers"` (now `zoo.convs2s.layers`) and
+`"module": "zoo.transformer"` (`PaddingMask`, now in `zoo.transformer.layers`)
+in the ConvS2S files, `"module": "zoo.seq2seq"` in the RNNsearch ones; the
+Transformer's holds only `keras_attention` layers. Keras finds the zoo's
+classes by their registered names (`zoo>ConvS2SEncoderBlock`); that the old
+module paths still import to the same classes is `tests/test_moved.py`'s.
+
 Each test works on a copy: the fixtures are never written to.
 """
 
@@ -36,6 +55,14 @@ def run_main(capsys, *args):
 @pytest.fixture
 def transformer_run(tmp_path):
     return pathlib.Path(shutil.copytree(FIXTURES / "run_v1_transformer", tmp_path / "run"))
+
+
+@pytest.fixture(params=["seq2seq", "convs2s"])
+def v2_run(request, tmp_path):
+    """`(model name, a copy of run_v2_<family>/)`."""
+    names = {"seq2seq": "seq2seq-bahdanau-small", "convs2s": "convs2s-small"}
+    run = shutil.copytree(FIXTURES / f"run_v2_{request.param}", tmp_path / "run")
+    return names[request.param], pathlib.Path(run)
 
 
 @pytest.fixture
@@ -98,3 +125,47 @@ def test_v1_vit_run_evaluates_exports_and_refuses_to_train_again(vit_run, tmp_pa
     code, _, err = run_main(capsys, "train", "vit-tiny", "--out", vit_run)
     assert code == 2
     assert "finished run" in err
+
+
+@pytest.mark.parametrize("family", ["transformer", "seq2seq", "convs2s"])
+def test_v2_keras_file_loads_and_gives_the_same_outputs(family):
+    model = keras.saving.load_model(FIXTURES / f"{family}_v2.keras", compile=False)
+    with np.load(FIXTURES / f"{family}_v2_input.npz") as arrays:
+        x = dict(arrays)
+    expected = np.load(FIXTURES / f"{family}_v2_output.npy")
+    got = keras.ops.convert_to_numpy(model(x, training=False))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_v2_run_evaluates_exports_and_predicts_as_its_saved_model(v2_run, tmp_path, capsys):
+    _, run = v2_run
+    code, out, err = run_main(capsys, "evaluate", run, "--beam-size", 2, "--json")
+    assert code == 0, err
+    metrics = json.loads(out)
+    assert metrics["num_examples"] == 8
+    assert 0 <= metrics["beam"]["bleu"] <= 100
+    code, out, err = run_main(capsys, "predict", run, "elf", "dreiundzwanzig",
+                              "--beam-size", 1, "--json")
+    assert code == 0, err
+    from_run = json.loads(out)
+    assert [row["input"] for row in from_run] == ["elf", "dreiundzwanzig"]
+    code, _, err = run_main(capsys, "export", run, "--to", tmp_path / "saved")
+    assert code == 0, err
+    code, out, err = run_main(capsys, "predict", tmp_path / "saved/1", "elf", "dreiundzwanzig",
+                              "--beam-size", 1, "--json")
+    assert code == 0, err
+    assert [row["translation"] for row in json.loads(out)] == [row["translation"] for row in from_run]
+
+
+def test_v2_run_resumes_at_its_second_epoch(v2_run, capsys):
+    name, run = v2_run
+    first_epoch = (run / "history.csv").read_text().splitlines()[:2]
+    code, out, err = run_main(capsys, "train", name, "--out", run)
+    assert code == 0, err
+    assert "resumed from epoch 1" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["epochs"] == 2 and summary["resumed_from_epoch"] == 1
+    lines = (run / "history.csv").read_text().splitlines()
+    assert lines[:2] == first_epoch  # the old run's row, kept as it was
+    assert [int(line.split(",")[0]) for line in lines[1:]] == [0, 1]
+    assert not (run / "backup").exists()
