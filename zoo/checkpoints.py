@@ -22,6 +22,8 @@ import zipfile
 
 import numpy as np
 
+from zoo.errors import ZooError
+
 _SAFETENSORS_DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": "bfloat16",
     "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
@@ -40,13 +42,13 @@ def _from_bytes(data, dtype, path, name):
     """1-D numpy array of `dtype` from raw little-endian bytes (bfloat16 -> float32)."""
     if dtype == "bfloat16":
         if len(data) % 2:
-            raise ValueError(f"{path}: tensor {name!r} has a truncated bfloat16 buffer.")
+            raise ZooError(f"{path}: tensor {name!r} has a truncated bfloat16 buffer.")
         bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
         return bits.view(np.float32)
     dtype = np.dtype(dtype).newbyteorder("<")
     if len(data) % dtype.itemsize:
-        raise ValueError(f"{path}: tensor {name!r} has {len(data)} bytes, not a multiple of "
-                         f"its {dtype.itemsize}-byte elements.")
+        raise ZooError(f"{path}: tensor {name!r} has {len(data)} bytes, not a multiple of "
+                       f"its {dtype.itemsize}-byte elements.")
     return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="))
 
 
@@ -59,19 +61,19 @@ def read_safetensors(path):
         if not isinstance(header, dict):
             raise ValueError
     except (struct.error, ValueError, UnicodeDecodeError):
-        raise ValueError(f"{path}: not a safetensors file (no JSON header).") from None
+        raise ZooError(f"{path}: not a safetensors file (no JSON header).") from None
     body = data[8 + size :]
     tensors = {}
     for name, spec in header.items():
         if name == "__metadata__":
             continue
         if spec.get("dtype") not in _SAFETENSORS_DTYPES:
-            raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {spec.get('dtype')!r}.")
+            raise ZooError(f"{path}: tensor {name!r} has unsupported dtype {spec.get('dtype')!r}.")
         begin, end = spec["data_offsets"]
         flat = _from_bytes(body[begin:end], _SAFETENSORS_DTYPES[spec["dtype"]], path, name)
         if flat.size != int(np.prod(spec["shape"], dtype=np.int64)):
-            raise ValueError(f"{path}: tensor {name!r} holds {flat.size} values, not its shape "
-                             f"{tuple(spec['shape'])}.")
+            raise ZooError(f"{path}: tensor {name!r} holds {flat.size} values, not its shape "
+                           f"{tuple(spec['shape'])}.")
         tensors[name] = flat.reshape(spec["shape"])
     del data
     return tensors
@@ -111,8 +113,8 @@ class _StateDictUnpickler(pickle.Unpickler):
             return self._ALLOWED[module, name]
         if module == "torch" and name in _TORCH_STORAGES:
             return _TORCH_STORAGES[name]
-        raise ValueError(f"{self.path}: holds {module}.{name}, which is not a tensor; only "
-                         "state dicts of tensors are read.")
+        raise ZooError(f"{self.path}: holds {module}.{name}, which is not a tensor; only "
+                       "state dicts of tensors are read.")
 
     def persistent_load(self, pid):
         _, dtype, key, _, _ = pid  # ("storage", storage class, key, location, numel)
@@ -125,12 +127,12 @@ class _StateDictUnpickler(pickle.Unpickler):
 def read_torch(path):
     """`dict name -> np.ndarray` of a `torch.save`d state dict (zip format)."""
     if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path}: not a PyTorch zip checkpoint (saved with torch.save since "
-                         "PyTorch 1.6); convert it to .safetensors.")
+        raise ZooError(f"{path}: not a PyTorch zip checkpoint (saved with torch.save since "
+                       "PyTorch 1.6); convert it to .safetensors.")
     with zipfile.ZipFile(path) as archive:
         pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
         if not pickles:
-            raise ValueError(f"{path}: a zip file without data.pkl, not a PyTorch checkpoint.")
+            raise ZooError(f"{path}: a zip file without data.pkl, not a PyTorch checkpoint.")
         root = pickles[0][: -len("/data.pkl")]
         with archive.open(pickles[0]) as file:
             state = _StateDictUnpickler(file, archive, root, path).load()
@@ -138,7 +140,7 @@ def read_torch(path):
         if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
             state = state[wrapper]
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
-        raise ValueError(f"{path}: not a state dict (a dict of tensors).")
+        raise ZooError(f"{path}: not a state dict (a dict of tensors).")
     return dict(state)
 
 
@@ -148,7 +150,7 @@ def read_npz(path):
         with np.load(path, allow_pickle=False) as file:
             return {name: file[name] for name in file.files}
     except (ValueError, OSError, zipfile.BadZipFile):
-        raise ValueError(f"{path}: not a NumPy .npz file.") from None
+        raise ZooError(f"{path}: not a NumPy .npz file.") from None
 
 
 def read(path):
@@ -163,5 +165,5 @@ def read(path):
         return read_torch(path)
     if suffix == ".npz":
         return read_npz(path)
-    raise ValueError(f"{path}: unknown checkpoint suffix {suffix!r}; expected .npz, "
-                     ".safetensors, .pth/.pt/.bin or a Hugging Face folder.")
+    raise ZooError(f"{path}: unknown checkpoint suffix {suffix!r}; expected .npz, "
+                   ".safetensors, .pth/.pt/.bin or a Hugging Face folder.")

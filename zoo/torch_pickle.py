@@ -15,6 +15,8 @@ import zipfile
 
 import numpy as np
 
+from zoo.errors import ZooError
+
 _STORAGE_DTYPES = {
     "FloatStorage": np.float32,
     "DoubleStorage": np.float64,
@@ -92,22 +94,22 @@ def read_state_dict(path):
     """
     path = str(path)
     if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path}: not a zip-format torch file (saved by torch < 1.6?); "
-                         "convert it to model.safetensors")
+        raise ZooError(f"{path}: not a zip-format torch file (saved by torch < 1.6?); "
+                       "convert it to model.safetensors")
     with zipfile.ZipFile(path) as archive:
         pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
         if len(pickles) != 1:
-            raise ValueError(f"{path}: expected one data.pkl in the archive; found {len(pickles)}")
+            raise ZooError(f"{path}: expected one data.pkl in the archive; found {len(pickles)}")
         prefix = pickles[0][: -len("data.pkl")]
         with archive.open(pickles[0]) as file:
             try:
                 state = _Unpickler(file, archive, prefix, path).load()
             except (pickle.UnpicklingError, KeyError, ValueError, TypeError) as error:
-                raise ValueError(f"{path}: cannot read the state dict ({error})") from None
+                raise ZooError(f"{path}: cannot read the state dict ({error})") from None
     if not isinstance(state, dict):
-        raise ValueError(f"{path}: holds a {type(state).__name__}, not a state dict")
+        raise ZooError(f"{path}: holds a {type(state).__name__}, not a state dict")
     if (byteorder := _byteorder(path, prefix)) not in ("little", None):
-        raise ValueError(f"{path}: byteorder {byteorder!r} is not supported")
+        raise ZooError(f"{path}: byteorder {byteorder!r} is not supported")
     return dict(state)
 
 

@@ -39,6 +39,7 @@ from safetensors.numpy import load_file
 
 from zoo import registry, transformer
 from zoo import torch_pickle as torch_checkpoint
+from zoo.errors import ZooError
 from zoo.transformer import TransformerConfig
 
 CONFIG_FILENAME = "config.json"
@@ -63,7 +64,7 @@ _SIZE_FIELDS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
                 "pad_token_id", "eos_token_id")
 
 
-class FolderError(ValueError):
+class FolderError(ZooError):
     """A folder that is not an importable Marian checkpoint (the message names the file/field)."""
 
 
@@ -196,7 +197,7 @@ def transformer_config(folder, base=None, **overrides):
     base = base if base is not None else TransformerConfig()
     try:
         return dataclasses.replace(base, **fields)
-    except ValueError as error:
+    except ZooError as error:
         raise FolderError(f"{pathlib.Path(folder) / CONFIG_FILENAME}: {error}") from None
 
 
@@ -216,7 +217,7 @@ def read_weights(folder):
     elif (folder / TORCH_WEIGHTS_FILENAME).is_file():
         try:
             tensors = torch_checkpoint.read_state_dict(folder / TORCH_WEIGHTS_FILENAME)
-        except ValueError as error:
+        except ZooError as error:
             raise FolderError(str(error)) from None
     else:
         raise FolderError(f"{path}: not found (nor {TORCH_WEIGHTS_FILENAME})")

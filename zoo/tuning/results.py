@@ -9,6 +9,7 @@ from typing import Any
 import keras_tuner
 
 from zoo import description, files, registry
+from zoo.errors import ZooError
 from zoo.tuning.hypermodel import ZooHyperModel
 
 BEST_CONFIG = "best_config.json"
@@ -100,7 +101,7 @@ def load_best_config(path):
     if not isinstance(best, dict) or not isinstance(best.get("model"), str) or not isinstance(
         best.get("config"), dict
     ):
-        raise ValueError(
+        raise ZooError(
             f"{path}: not a best_config.json (a JSON object with a 'model' name and a "
             "'config' object)."
         )

@@ -15,6 +15,7 @@ weights trained on ImageNet statistics need `pixel_mean=(0.485, 0.456, 0.406),
 pixel_std=(0.229, 0.224, 0.225)` given to `zoo.get`.
 """
 
+from zoo.errors import ZooError
 from zoo.vit.weights.checkpoint import Checkpoint, block_path, implied_fields
 
 # Parts of timm ViT variants the zoo's ViT does not have.
@@ -29,8 +30,8 @@ def _check_supported(path, sd):
     for name in sd:
         for marker, what in _UNSUPPORTED.items():
             if marker in name:
-                raise ValueError(f"{path}: tensor {name!r} is {what}, which the zoo's ViT does "
-                                 "not have.")
+                raise ZooError(f"{path}: tensor {name!r} is {what}, which the zoo's ViT does "
+                               "not have.")
 
 
 def _linear(sd, name):
@@ -78,8 +79,8 @@ def _block(sd, i):
 def read(path, sd):
     """The `Checkpoint` of a timm state dict `sd` (from `zoo.checkpoints.read`)."""
     if "patch_embed.proj.weight" not in sd or "pos_embed" not in sd:
-        raise ValueError(f"{path}: no tensors 'patch_embed.proj.weight' and 'pos_embed': not a "
-                         "timm ViT state dict (nor a Hugging Face one).")
+        raise ZooError(f"{path}: no tensors 'patch_embed.proj.weight' and 'pos_embed': not a "
+                       "timm ViT state dict (nor a Hugging Face one).")
     _check_supported(path, sd)
     num_layers = 0
     while f"blocks.{num_layers}.norm1.weight" in sd:
