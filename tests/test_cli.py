@@ -409,6 +409,10 @@ def test_demo_runs_end_to_end_on_tiny_settings(tmp_path):
     assert "beam 4" in result.stdout
     assert (tmp_path / "saved/1/saved_model.pb").is_file()
     assert "served translations correct" in result.stdout
+    # What the demo says it learns is what it learned.
+    tokenizer = json.loads((tmp_path / "demo/config.json").read_text())["training"]["tokenizer"]
+    assert tokenizer == "sentencepiece"
+    assert "SentencePiece" in zoo_cli("demo", "--help").stdout
 
 
 def test_fashion_mnist_without_files_or_network_is_one_line(
