@@ -1,4 +1,4 @@
-"""MATH.md's cost table measured: time and peak memory of one layer against the length n.
+"""The cost table of docs/math.md#cost-per-layer measured: time and peak memory of one layer against the length n.
 
 | layer | complexity | sequential ops | max path length |
 | self-attention | O(n²·d) | O(1) | O(1) |

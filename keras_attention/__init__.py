@@ -1,6 +1,6 @@
 """keras_attention: attention layers that implement the textbook math exactly.
 
-See MATH.md for the formulas. Public names are re-exported here:
+See docs/math.md for the formulas. Public names are re-exported here:
 
     import keras_attention as ka
     mha = ka.MultiHeadAttention(num_heads=8, key_dim=64)

@@ -1,4 +1,4 @@
-"""Losses for sequence outputs with padding (MATH.md, "Transformer", training)."""
+"""Losses for sequence outputs with padding (docs/math.md#label-smoothing)."""
 
 import keras
 import tensorflow as tf

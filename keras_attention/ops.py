@@ -1,4 +1,4 @@
-"""Attention pooling as functions of tensors (MATH.md, "Attention pooling").
+"""Attention pooling as functions of tensors (docs/math.md#attention-pooling).
 
 Every function works on any Keras 3 backend tensor through `keras.ops`.
 
@@ -132,7 +132,8 @@ def scaled_dot_product_attention(
     return_weights=False,
     seed=None,
 ):
-    """`softmax(Q Kᵀ · scale) V`, the scaled dot-product attention of MATH.md.
+    """`softmax(Q Kᵀ · scale) V`, scaled dot-product attention
+    (docs/math.md#scaled-dot-product-attention).
 
     Args:
         query: `(..., T, D)`.

@@ -1,4 +1,4 @@
-"""Learning-rate schedules (MATH.md, "Transformer", training)."""
+"""Learning-rate schedules (docs/math.md#the-inverse-square-root-schedule)."""
 
 import keras
 from keras import ops

@@ -168,6 +168,90 @@ def test_bad_config_file_is_a_user_error(capsys, tmp_path):
     assert_one_line_error(code, err, "not valid JSON")
 
 
+# === Anything else is a bug: exit code 1, its last frames, ZOO_DEBUG=1 for all ===
+
+
+def _broken_num_params(config):
+    """What a bug deep inside looks like: TensorFlow's ValueError, not one of the zoo's."""
+    raise ValueError("Dimensions must be equal, but are 3 and 4 for 'add' (op: 'AddV2')")
+
+
+def test_a_zoo_error_from_deep_inside_is_one_line_exit_2(capsys, monkeypatch):
+    from zoo.errors import ZooError
+    from zoo.vit.model import ViTConfig
+
+    def refuse(config):
+        raise ZooError("the sizes do not fit")
+
+    monkeypatch.setattr(ViTConfig, "num_params", refuse)
+    code, _, err = run_main(capsys, "describe", "vit-tiny")
+    assert_one_line_error(code, err, "zoo describe: error: the sizes do not fit")
+
+
+def test_an_internal_value_error_is_a_bug_report_exit_1(capsys, monkeypatch):
+    from zoo.vit.model import ViTConfig
+
+    monkeypatch.delenv("ZOO_DEBUG", raising=False)
+    monkeypatch.setattr(ViTConfig, "num_params", _broken_num_params)
+    code, out, err = run_main(capsys, "describe", "vit-tiny")
+    assert code == cli.EXIT_BUG == 1
+    assert out == "" and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip() and not TF_NOISE.match(line)]
+    assert lines[0] == ("zoo describe: internal error (a bug, not a mistake in the command): "
+                        "ValueError: Dimensions must be equal, but are 3 and 4 for 'add' "
+                        "(op: 'AddV2')")
+    # The last frames, the raising one last, then how to see them all.
+    frames = lines[1:-1]
+    assert len(frames) == 3 and all(line.startswith("  ") for line in frames), lines
+    assert frames[-1].endswith("in _broken_num_params") and "test_cli.py:" in frames[-1]
+    assert "in describe" in frames[-2]  # zoo.description.describe called it
+    assert "ZOO_DEBUG=1" in lines[-1] and "full traceback" in lines[-1]
+
+
+def test_zoo_debug_raises_the_bug_with_its_whole_traceback(capsys, monkeypatch):
+    import traceback
+
+    from zoo.vit.model import ViTConfig
+
+    monkeypatch.setenv("ZOO_DEBUG", "1")
+    monkeypatch.setattr(ViTConfig, "num_params", _broken_num_params)
+    with pytest.raises(ValueError, match="Dimensions must be equal") as caught:
+        cli.main(["describe", "vit-tiny"])
+    names = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
+    assert names[1] == "main" and names[-1] == "_broken_num_params"  # [0]: this test
+    assert {"_run", "_cmd_describe", "describe"} <= set(names)
+    assert capsys.readouterr().err == ""  # raised as is, nothing printed over it
+    with pytest.raises(ValueError, match="not a positive integer|must be a positive integer"):
+        cli.main(["describe", "vit-tiny", "--set", "num_layers=0"])  # user errors too
+
+
+def test_a_bug_from_the_real_entry_point_exits_1_and_zoo_debug_prints_the_traceback():
+    script = (
+        "import sys\n"
+        "from zoo import cli\n"
+        "from zoo.vit.model import ViTConfig\n"
+        "def broken(config):\n"
+        "    raise ValueError('Dimensions must be equal')\n"
+        "ViTConfig.num_params = broken\n"
+        "sys.exit(cli.main(['describe', 'vit-tiny']))\n"
+    )
+    for debug in ("", "1"):
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                timeout=300, env=dict(ENV, ZOO_DEBUG=debug),
+                                cwd=pathlib.Path(__file__).resolve().parent.parent)
+        assert result.returncode == 1, result.stderr[-3000:]
+        if debug:
+            assert "Traceback (most recent call last)" in result.stderr
+            assert "in main" in result.stderr and "zoo/description.py" in result.stderr
+            assert result.stderr.endswith("in broken\nValueError: Dimensions must be equal\n")
+            assert "internal error" not in result.stderr
+        else:
+            assert "Traceback" not in result.stderr
+            assert "zoo describe: internal error (a bug, not a mistake in the command): " \
+                   "ValueError: Dimensions must be equal" in result.stderr
+            assert "ZOO_DEBUG=1" in result.stderr
+
+
 def test_help_has_an_example(capsys):
     for command in ("list", "describe", "train", "evaluate", "export", "predict", "tune", "demo"):
         code, out, _ = run_main(capsys, command, "--help")
@@ -348,6 +432,10 @@ def test_demo_runs_end_to_end_on_tiny_settings(tmp_path):
     assert "beam 4" in result.stdout
     assert (tmp_path / "saved/1/saved_model.pb").is_file()
     assert "served translations correct" in result.stdout
+    # What the demo says it learns is what it learned.
+    tokenizer = json.loads((tmp_path / "demo/config.json").read_text())["training"]["tokenizer"]
+    assert tokenizer == "sentencepiece"
+    assert "SentencePiece" in zoo_cli("demo", "--help").stdout
 
 
 def test_fashion_mnist_without_files_or_network_is_one_line(

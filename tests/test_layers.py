@@ -1,4 +1,4 @@
-"""Tests of every public layer, the schedule, the loss and the metric (MATH.md).
+"""Tests of every public layer, the schedule, the loss and the metric (docs/math.md).
 
 The shared check (`tests/layer_checks.py`) runs on every layer; the rest compares
 each layer with a direct numpy implementation of its formula, using the
@@ -354,7 +354,7 @@ def np_decoder_block(block, y, x, decoder_padding, encoder_padding):
 
 
 def np_sinusoidal(length, depth, start=0, base=10000.0):
-    """MATH.md's formula, one entry at a time."""
+    """The formula of docs/math.md#positional-encodings, one entry at a time."""
     table = np.zeros((length, depth))
     for i in range(length):
         for column in range(depth):

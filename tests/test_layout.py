@@ -3,7 +3,8 @@
 Read from the source (module-level imports only), so the test needs no import.
 The order, bottom to top (a module may import its own level and those below):
 
-    files, progress, moved, checkpoints, families      shared plumbing
+    errors, files, progress, moved, checkpoints,       shared plumbing
+      torch_pickle, families
     text                                                tokenizers and special ids
     distribute, registry, description                   strategies, registration
     datasets                                            data, pipelines, preparation
@@ -25,7 +26,8 @@ ZOO = pathlib.Path(__file__).resolve().parent.parent / "zoo"
 # The layers that run and search models, and the command line on top of them.
 UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.__main__")
 LEVELS = (
-    ("zoo.files", "zoo.progress", "zoo.moved", "zoo.checkpoints", "zoo.families"),
+    ("zoo.errors", "zoo.files", "zoo.progress", "zoo.moved", "zoo.checkpoints",
+     "zoo.families"),
     ("zoo.text",),
     ("zoo.distribute", "zoo.registry", "zoo.description"),
     ("zoo.datasets",),
@@ -38,8 +40,9 @@ LEVELS = (
     ("zoo.cli", "zoo.__main__"),
 )
 # The flat modules of `zoo/` besides the packages: a new one needs a reason.
-FLAT = {"__init__", "__main__", "checkpoints", "description", "families", "files", "moved",
-        "progress", "registry", "seq2seq"}
+# errors: `ZooError`, the user's mistakes, raised at every level, so it sits below them all.
+FLAT = {"__init__", "__main__", "checkpoints", "description", "errors", "families", "files",
+        "moved", "progress", "registry", "seq2seq"}
 
 
 def _module_name(path):

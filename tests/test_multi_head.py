@@ -74,7 +74,8 @@ def np_softmax(x):
 
 
 def np_multi_head(layer, query, value, key=None, mask=None):
-    """NumPy multi-head attention from MATH.md with `layer`'s weights; returns (output, weights)."""
+    """NumPy multi-head attention (docs/math.md#multi-head-attention) with `layer`'s weights;
+    returns (output, weights)."""
     key = value if key is None else key
     w = {
         weight.path.split("/")[-1]: to_numpy(weight).astype(np.float64) for weight in layer.weights
@@ -200,7 +201,7 @@ def test_keras_mask_propagation_matches_keras(rng):
         to_numpy(x) for x in model([query_batch, value_batch])
     ]
     # Keras's fused path gives padded queries (no key to attend) a uniform average, we give
-    # them zero weights (MATH.md); compare the real query positions.
+    # them zero weights (docs/math.md#masks); compare the real query positions.
     real = query_batch != 0
     np.testing.assert_allclose(ours_cross[real], keras_cross[real], atol=ATOL)
     np.testing.assert_allclose(ours_self[real], keras_self[real], atol=ATOL)

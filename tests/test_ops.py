@@ -1,4 +1,4 @@
-"""`keras_attention.ops` against NumPy references written from MATH.md.
+"""`keras_attention.ops` against NumPy references written from docs/math.md.
 
 Shape legend: B batch, T queries, S keys/values, D feature size, U additive hidden size.
 """

@@ -22,6 +22,8 @@ import tensorflow as tf
 
 import zoo
 from zoo import tuning
+from zoo.errors import ZooError
+from zoo.tuning import results
 
 COMPLETED = keras_tuner.engine.trial.TrialStatus.COMPLETED
 
@@ -356,6 +358,55 @@ def test_user_entry_with_a_function_search_space(mlp, mlp_data, tmp_path):
     rebuilt = zoo.get(mlp, **best["config"])
     assert rebuilt.count_params() == best["num_params"] == 4 * best["config"]["units"] * 1 + (
         best["config"]["units"] * 2 + 1)
+
+
+def test_results_count_a_zoo_family_from_its_config_without_building():
+    def build_nothing(config):
+        raise AssertionError("results built the model")
+
+    sizes = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
+                 intermediate_dim=32, vocabulary_size=50)
+    zoo.register("tuning-test-results", build_nothing, zoo.entry("transformer-tiny").config)
+    try:
+        counted = results.num_params("tuning-test-results", sizes)
+    finally:
+        zoo.registry.unregister("tuning-test-results")
+    assert counted == zoo.get("transformer-tiny", compile=False, **sizes).count_params()
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusingConfig(MLPConfig):
+    """An MLP config whose checks now refuse every searched learning rate."""
+
+    def __post_init__(self):
+        if self.learning_rate != 1e-2:
+            raise ZooError(f"learning_rate is fixed now; received {self.learning_rate!r}")
+
+
+def test_results_table_raises_a_builder_bug_and_names_a_refused_config(mlp, mlp_data, tmp_path):
+    result = tuning.tune(mlp, mlp_data, validation_data=mlp_data, max_trials=2,
+                         directory=tmp_path, verbose=0, input_dim=4)
+    units = {t.trial_id: t.hyperparameters.values["units"] for t in _completed(result.tuner)}
+    rows = [line.split() for line in result.table.splitlines()[2:]]
+    assert len(rows) == 2 and "invalid" not in result.table
+    for row in rows:  # rank, trial, objective, params, ...: the built MLP's 4u + u + u + 1
+        assert row[3] == f"{6 * units[row[1]] + 1:,}", result.table
+
+    def buggy_builder(config):
+        raise ValueError("a bug in the builder, not in the config")
+
+    zoo.register(mlp, buggy_builder, MLPConfig(), compile_fn=_compile_mlp,
+                 search_space=_mlp_space, overwrite=True)
+    with pytest.raises(ValueError, match="a bug in the builder"):
+        tuning.results_table(result.tuner, result.hypermodel)
+
+    zoo.register(mlp, _build_mlp, RefusingConfig(), compile_fn=_compile_mlp,
+                 search_space=_mlp_space, overwrite=True)
+    table = tuning.results_table(result.tuner, result.hypermodel).splitlines()
+    assert [row.split()[3] for row in table[2:4]] == ["invalid", "invalid"]
+    assert sorted(line.split("'")[0] for line in table[4:]) == sorted(
+        f"invalid: trial {trial_id}" for trial_id in units)
+    assert all("refused now: learning_rate is fixed now" in line for line in table[4:])
 
 
 def test_user_entry_with_its_own_search_space_object(mlp_data, tmp_path):

@@ -16,6 +16,7 @@ import importlib
 
 from zoo import convs2s, families, moved, registry, seq2seq, transformer, vit
 from zoo.description import Description, describe
+from zoo.errors import ZooError
 from zoo.registry import (
     UnknownModelError,
     config,
@@ -81,6 +82,7 @@ def attention_weights(model, inputs):
 __all__ = [
     "Description",
     "UnknownModelError",
+    "ZooError",
     "attention_weights",
     "config",
     "convs2s",

@@ -17,7 +17,7 @@ PyTorch is not needed:
   `{"model": ...}`, `{"module": ...}`) are unwrapped.
 
 Every reader returns `dict name -> np.ndarray` (bfloat16 widened to float32)
-and raises a one-line `ValueError` naming the file for anything else.
+and raises a one-line `ZooError` (a `ValueError`) naming the file for anything else.
 `read_state_dict` is `read_torch` under the name `zoo.torch_checkpoint` gave it
 (that module path now loads this one, see `zoo.moved`).
 """
@@ -30,6 +30,8 @@ import zipfile
 import ml_dtypes  # registers numpy's bfloat16, which safetensors' numpy reader needs
 import numpy as np
 import safetensors
+
+from zoo.errors import ZooError
 
 # The safetensors dtypes numpy holds (with ml_dtypes for BF16).
 _SAFETENSORS_DTYPES = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
@@ -56,11 +58,11 @@ def read_safetensors(path):
             for name in file.keys():
                 dtype = file.get_slice(name).get_dtype()
                 if dtype not in _SAFETENSORS_DTYPES:
-                    raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}.")
+                    raise ZooError(f"{path}: tensor {name!r} has unsupported dtype {dtype!r}.")
             return {name: _widened(file.get_tensor(name)) for name in file.keys()}
     except safetensors.SafetensorError as error:
         reason = " ".join(str(error).split())
-        raise ValueError(f"{path}: not a safetensors file ({reason}).") from None
+        raise ZooError(f"{path}: not a safetensors file ({reason}).") from None
 
 
 class _Refused(pickle.UnpicklingError):
@@ -141,13 +143,13 @@ def _pickle_root(path, archive):
     names = archive.namelist()
     pickles = [n for n in names if n.endswith("/data.pkl")]
     if len(pickles) != 1:
-        raise ValueError(f"{path}: a zip file with {len(pickles)} data.pkl, not a PyTorch "
+        raise ZooError(f"{path}: a zip file with {len(pickles)} data.pkl, not a PyTorch "
                          "checkpoint (one expected).")
     root = pickles[0][: -len("/data.pkl")]
     if f"{root}/byteorder" in names:
         byteorder = archive.read(f"{root}/byteorder").decode("ascii", "replace").strip()
         if byteorder != "little":
-            raise ValueError(f"{path}: byteorder {byteorder!r}; only little-endian PyTorch "
+            raise ZooError(f"{path}: byteorder {byteorder!r}; only little-endian PyTorch "
                              "checkpoints are read.")
     return root
 
@@ -162,7 +164,7 @@ def _unwrapped(state):
 def read_torch(path):
     """`dict name -> np.ndarray` of a `torch.save`d state dict (zip format), unwrapped."""
     if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path}: not a PyTorch zip checkpoint (saved with torch.save since "
+        raise ZooError(f"{path}: not a PyTorch zip checkpoint (saved with torch.save since "
                          "PyTorch 1.6); convert it to .safetensors.")
     with zipfile.ZipFile(path) as archive:
         root = _pickle_root(path, archive)
@@ -170,15 +172,15 @@ def read_torch(path):
             try:
                 state = _StateDictUnpickler(file, archive, root).load()
             except _Refused as error:
-                raise ValueError(f"{path}: {error}.") from None
+                raise ZooError(f"{path}: {error}.") from None
             except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError,
                     AttributeError, IndexError) as error:
                 reason = " ".join(str(error).split())
-                raise ValueError(f"{path}: a broken state dict pickle ({type(error).__name__}: "
+                raise ZooError(f"{path}: a broken state dict pickle ({type(error).__name__}: "
                                  f"{reason}).") from None
     state = _unwrapped(state)
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
-        raise ValueError(f"{path}: holds a {type(state).__name__}, not a state dict (a dict of "
+        raise ZooError(f"{path}: holds a {type(state).__name__}, not a state dict (a dict of "
                          "tensors).")
     return {name: _widened(value) for name, value in state.items()}
 
@@ -193,7 +195,7 @@ def read_npz(path):
         with np.load(path, allow_pickle=False) as file:
             return {name: file[name] for name in file.files}
     except (ValueError, OSError, zipfile.BadZipFile):
-        raise ValueError(f"{path}: not a NumPy .npz file.") from None
+        raise ZooError(f"{path}: not a NumPy .npz file.") from None
 
 
 def read(path):
@@ -208,5 +210,5 @@ def read(path):
         return read_torch(path)
     if suffix == ".npz":
         return read_npz(path)
-    raise ValueError(f"{path}: unknown checkpoint suffix {suffix!r}; expected .npz, "
+    raise ZooError(f"{path}: unknown checkpoint suffix {suffix!r}; expected .npz, "
                      ".safetensors, .pth/.pt/.bin or a Hugging Face folder.")

@@ -29,6 +29,8 @@ import zipfile
 
 import numpy as np
 
+from zoo.errors import ZooError
+
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 NO_SPACE_TEXT = "No space left on device"
 _UMASK = os.umask(0o022)
@@ -49,7 +51,7 @@ class NoSpaceError(OSError):
         return self.strerror
 
 
-class CorruptFileError(ValueError):
+class CorruptFileError(ZooError):
     """A file that exists but does not read back (truncated, empty, another format)."""
 
     def __init__(self, path, what, reason="", hint=""):

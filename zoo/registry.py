@@ -15,9 +15,10 @@ import warnings
 from typing import Any, Callable
 
 from zoo import distribute
+from zoo.errors import ZooError
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(ZooError):
     """`zoo.get` and friends were given a name that is not registered."""
 
 
@@ -60,7 +61,7 @@ def check_positive(config, *names):
     for name in names:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"`{name}` must be a positive integer; received {name}={value!r}.")
+            raise ZooError(f"`{name}` must be a positive integer; received {name}={value!r}.")
 
 
 def check_optional_positive(config, *names):
@@ -72,20 +73,20 @@ def check_positive_number(config, *names):
     for name in names:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"`{name}` must be positive; received {name}={value!r}.")
+            raise ZooError(f"`{name}` must be positive; received {name}={value!r}.")
 
 
 def check_rate(config, *names):
     for name in names:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise ValueError(f"`{name}` must be in [0, 1); received {name}={value!r}.")
+            raise ZooError(f"`{name}` must be in [0, 1); received {name}={value!r}.")
 
 
 def check_choice(config, name, choices):
     value = getattr(config, name)
     if value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}; received {name}={value!r}.")
+        raise ZooError(f"`{name}` must be one of {choices}; received {name}={value!r}.")
 
 
 # === Registration ===
@@ -118,7 +119,7 @@ def register_weights(config_class, read_weights=None, import_weights=None, impor
     """
     family = _FAMILIES.get(config_class)
     if family is None:
-        raise ValueError(f"{config_class.__name__} is not a model family; call register_family first.")
+        raise ZooError(f"{config_class.__name__} is not a model family; call register_family first.")
     _FAMILIES[config_class] = dataclasses.replace(
         family, read_weights=read_weights or family.read_weights,
         import_weights=import_weights or family.import_weights,
@@ -136,7 +137,7 @@ def register_search_space(config_class, search_space):
             `(hp, fixed) -> dict of config overrides` (see `register`).
     """
     if config_class not in _FAMILIES:
-        raise ValueError(
+        raise ZooError(
             f"{getattr(config_class, '__name__', config_class)!r} is not a registered family "
             "config class; call register_family first."
         )
@@ -148,7 +149,7 @@ def register_search_space(config_class, search_space):
 
 def _check_search_space(search_space):
     if search_space is not None and not callable(search_space):
-        raise ValueError(
+        raise ZooError(
             "`search_space` must be a zoo.tuning.SearchSpace or a function "
             f"(hp, fixed) -> dict of config overrides; received {search_space!r}."
         )
@@ -184,11 +185,11 @@ def register(
         overwrite: replace an existing entry silently (otherwise a warning).
     """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"A model name must be a non-empty string; received {name!r}.")
+        raise ZooError(f"A model name must be a non-empty string; received {name!r}.")
     if not callable(builder):
-        raise ValueError(f"`builder` must be callable (config -> keras.Model); received {builder!r}.")
+        raise ZooError(f"`builder` must be callable (config -> keras.Model); received {builder!r}.")
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
-        raise ValueError(
+        raise ZooError(
             f"`config` must be a dataclass instance; received {type(config).__name__}."
         )
     _check_search_space(search_space)
@@ -242,7 +243,7 @@ def _checked_fields(name, overrides):
     fields = [f.name for f in dataclasses.fields(base)]
     unknown = sorted(set(overrides) - set(fields))
     if unknown:
-        raise ValueError(
+        raise ZooError(
             f"Unknown field(s) {', '.join(unknown)} for model {name!r}. "
             f"Valid fields: {', '.join(fields)}."
         )
@@ -301,7 +302,7 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             if compile_fn is not None:
                 compile_fn(model, cfg)
             elif not model.compiled:
-                raise ValueError(
+                raise ZooError(
                     f"Model {name!r} has no training recipe: register it with a `compile_fn`, "
                     "use one of the zoo's config classes, or call zoo.get(..., compile=False)."
                 )
@@ -335,8 +336,8 @@ def _read_weights(name, weights, overrides):
     """`(checkpoint, overrides with the file's fields and recipe under them)`."""
     read_weights = _family_attr(_entry(name).config, "read_weights")
     if read_weights is None:
-        raise ValueError(f"Model {name!r} ({_entry(name).family}) cannot load `weights`; "
-                         f"received {weights!r}.")
+        raise ZooError(f"Model {name!r} ({_entry(name).family}) cannot load `weights`; "
+                       f"received {weights!r}.")
     checkpoint = read_weights(weights)
     return checkpoint, checkpoint.overrides(overrides)
 

@@ -20,6 +20,7 @@ from keras import ops
 
 import keras_attention as ka
 from zoo import registry
+from zoo.errors import ZooError
 
 ATTENTIONS = ("additive", "location")  # Bahdanau et al. (2015); Chorowski et al. (2015)
 
@@ -67,7 +68,7 @@ class Seq2SeqConfig:
         registry.check_choice(self, "attention", ATTENTIONS)
         registry.check_positive_number(self, "learning_rate", "clipnorm")
         if self.jit_compile:
-            raise ValueError(
+            raise ZooError(
                 "`jit_compile=True` is not supported for the RNN encoder-decoder: its decoder "
                 "loop (keras.ops.scan, a tf.while_loop of unknown length) cannot be "
                 "differentiated under XLA. Use jit_compile=False."

@@ -1,4 +1,4 @@
-"""Additive (Bahdanau) attention (MATH.md, "Bahdanau encoder-decoder")."""
+"""Additive (Bahdanau) attention (docs/math.md#additive-bahdanau-attention)."""
 
 import keras
 from keras import ops

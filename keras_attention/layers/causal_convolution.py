@@ -1,4 +1,5 @@
-"""Causal (dilated) convolutions: the convolution row of MATH.md's cost table.
+"""Causal (dilated) convolutions: the convolution row of the cost table
+(docs/math.md#cost-per-layer).
 
 A causal convolution's output at position t sees only inputs at positions ≤ t (left
 padding by `(k - 1)·d` zeros); dilation `d` spaces the kernel's taps `d` positions

@@ -1,4 +1,4 @@
-"""The position-wise feed-forward network (MATH.md, "Transformer")."""
+"""The position-wise feed-forward network (docs/math.md#the-transformer-blocks)."""
 
 import keras
 

@@ -1,4 +1,4 @@
-"""Multi-head attention (MATH.md, "Multi-head attention")."""
+"""Multi-head attention (docs/math.md#multi-head-attention)."""
 
 import math
 

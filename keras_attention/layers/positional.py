@@ -1,4 +1,4 @@
-"""Positional encodings (MATH.md, "Positional encoding") and the token embedding."""
+"""Positional encodings (docs/math.md#positional-encodings) and the token embedding."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Transformer encoder and decoder blocks (MATH.md, "Transformer").
+"""Transformer encoder and decoder blocks (docs/math.md#the-transformer-blocks).
 
 One module each: `transformer_encoder` (`TransformerEncoderBlock`),
 `transformer_decoder` (`TransformerDecoderBlock`) and what they share,

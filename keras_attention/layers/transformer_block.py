@@ -1,4 +1,4 @@
-"""What the Transformer's encoder and decoder blocks share (MATH.md, "Transformer"):
+"""What the Transformer's encoder and decoder blocks share (docs/math.md#the-transformer-blocks):
 their arguments and checks, the sub-layer factories, and add & norm around a sub-layer."""
 
 import keras

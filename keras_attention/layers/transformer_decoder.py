@@ -1,5 +1,5 @@
-"""The Transformer decoder block, with its cached incremental decoding (MATH.md,
-"Transformer"; Vaswani et al. 2017, section 3.1)."""
+"""The Transformer decoder block, with its cached incremental decoding
+(docs/math.md#the-transformer-blocks; Vaswani et al. 2017, section 3.1)."""
 
 import keras
 

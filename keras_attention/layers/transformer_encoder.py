@@ -1,4 +1,4 @@
-"""The Transformer encoder block (MATH.md, "Transformer"; Vaswani et al. 2017, section 3.1)."""
+"""The Transformer encoder block (docs/math.md#the-transformer-blocks; Vaswani et al. 2017, section 3.1)."""
 
 import keras
 

@@ -1,4 +1,4 @@
-"""Vision Transformer input layers (MATH.md, "Vision Transformer")."""
+"""Vision Transformer input layers (docs/math.md#vision-transformer)."""
 
 import keras
 from keras import ops

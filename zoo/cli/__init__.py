@@ -18,9 +18,10 @@
     zoo demo [--minutes M]
 
 User errors (unknown model, missing file, bad --set, a dataset that does not
-fit the model, a corrupt file) print one line and exit with code 2; a full
-disk prints one line (the file, the free space) and exits with code 1; set
-ZOO_DEBUG=1 to see the traceback instead.
+fit the model, a corrupt file: `zoo.errors.ZooError`) print one line and exit
+with code 2; a full disk prints one line (the file, the free space) and exits
+with code 1; any other error is a bug of the zoo: it prints its last frames
+and exits with code 1. Set ZOO_DEBUG=1 to see the full traceback instead.
 
 The modules: `arguments` (what every command shares), one per command or
 pair of commands (`models`: list, describe; `train`; `evaluate`: evaluate,
@@ -31,6 +32,7 @@ predict; `saved_models`: export, import; `tune`; `demo`), each with its
 
 from zoo.cli.arguments import (
     DATASETS_HELP,
+    EXIT_BUG,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -42,6 +44,7 @@ from zoo.cli.main import build_parser, main
 
 __all__ = [
     "DATASETS_HELP",
+    "EXIT_BUG",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",

@@ -4,11 +4,13 @@ groups of `zoo train` and `zoo tune` (the dataset options and the fit options)."
 import argparse
 import ast
 
+from zoo.errors import ZooError
 from zoo.runs.options import TrainingOptions
 
 EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered;
 # any command: the disk filled (the file and the free space said in one line)
-EXIT_USAGE = 2
+EXIT_BUG = 1  # an error that is not the user's: a bug report (`zoo.cli.main.bug_report`)
+EXIT_USAGE = 2  # the user's mistake (`zoo.errors.ZooError`, a missing file): one line
 EXIT_INTERRUPTED = 130
 
 DATASETS_HELP = (
@@ -18,8 +20,9 @@ DATASETS_HELP = (
 )
 
 
-class UserError(Exception):
-    """A mistake in what the user asked for: reported in one line, exit code 2."""
+class UserError(ZooError):
+    """A mistake in the command line itself (a bad `--set`, a pattern matching nothing):
+    a `ZooError`, reported in one line, exit code 2."""
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -15,7 +15,7 @@ def add_demo_parser(commands):
     p = commands.add_parser(
         "demo", help="train transformer-tiny on the offline numbers task, export, translate",
         description=(
-            "The main job: generate the German->English number-words task, learn a WordPiece "
+            "The main job: generate the German->English number-words task, learn a SentencePiece "
             "vocabulary, train transformer-tiny for a bounded time, report exact match and "
             "BLEU (greedy and beam search) on held-out numbers, export a SavedModel and "
             "translate held-out examples with it."

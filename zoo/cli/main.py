@@ -1,16 +1,18 @@
-"""The parser of every command, and `main`: run one, errors in one line."""
+"""The parser of every command, and `main`: run one; a user's mistake in one line, a bug
+reported as one."""
 
 import argparse
 import os
 import sys
+import traceback
 
 from zoo import files
 from zoo.cli.arguments import (
+    EXIT_BUG,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     ArgumentParser,
-    UserError,
 )
 from zoo.cli.demo import add_demo_parser
 from zoo.cli.evaluate import add_evaluate_parser, add_predict_parser
@@ -18,6 +20,13 @@ from zoo.cli.models import add_describe_parser, add_list_parser
 from zoo.cli.saved_models import add_export_parser, add_import_parser
 from zoo.cli.train import add_train_parser
 from zoo.cli.tune import add_tune_parser
+from zoo.errors import ZooError
+
+# The user's mistakes: one line, exit code 2. `ZooError` is what the zoo raises for them
+# (a bad name, flag, `--set` field or file; `UserError` is one); the others are the paths
+# given that are missing, or not folders, or a version that exists already.
+USER_ERRORS = (ZooError, FileNotFoundError, NotADirectoryError, FileExistsError)
+BUG_FRAMES = 3  # the frames a bug report shows (ZOO_DEBUG=1: all of them)
 
 
 def build_parser():
@@ -57,27 +66,52 @@ def _run(args):
 
 
 def main(argv=None):
+    """Run the command of `argv` (default `sys.argv[1:]`); return its exit code.
+
+    A user's mistake (`zoo.errors.ZooError`, a missing file or folder, an
+    existing version) is one line, exit code 2; a full disk one line, exit
+    code 1; anything else is a bug of the zoo: its last frames and how to see
+    all of them, exit code 1. With `ZOO_DEBUG=1` every error is raised as is
+    (the full traceback).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(os.environ.get("ZOO_DEBUG"))
     try:
         code = _run(args) or 0
     except files.NoSpaceError as error:
-        if os.environ.get("ZOO_DEBUG"):
+        if debug:
             raise
         print(f"zoo {args.command}: error: {error}", file=sys.stderr)
         return EXIT_FAILED
-    except (UserError, ValueError, FileNotFoundError, NotADirectoryError) as error:
-        # ValueError covers the zoo's own checks (unknown model, bad override values,
-        # data that does not fit the model); FileNotFoundError missing data or runs.
-        if os.environ.get("ZOO_DEBUG"):
+    except USER_ERRORS as error:
+        if debug:
             raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"zoo {args.command}: error: {message}", file=sys.stderr)
+        print(f"zoo {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         hint = " (run the same command again to resume)" if args.command in ("train", "tune") else ""
         print(f"zoo {args.command}: interrupted{hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - any other error is a bug, reported as one
+        if debug:
+            raise
+        print(bug_report(args.command, error), file=sys.stderr)
+        return EXIT_BUG
     return code
 
 
+def _one_line(error):
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def bug_report(command, error, frames=BUG_FRAMES):
+    """What `main` prints for an error that is not the user's: the error in one line, the
+    last `frames` frames of its traceback, and how to see them all."""
+    lines = [f"zoo {command}: internal error (a bug, not a mistake in the command): "
+             f"{type(error).__name__}: {_one_line(error)}"]
+    for frame in traceback.extract_tb(error.__traceback__)[-frames:]:
+        lines.append(f"  {frame.filename}:{frame.lineno} in {frame.name}")
+    lines.append("Run it again with ZOO_DEBUG=1 for the full traceback, and report it with "
+                 "the command you ran.")
+    return "\n".join(lines)

@@ -39,6 +39,7 @@ from keras import ops
 import keras_attention as ka
 from zoo import registry
 from zoo.convs2s.layers import ConvS2SDecoderBlock, ConvS2SEncoderBlock, SourceKeysAndValues
+from zoo.errors import ZooError
 from zoo.transformer import PaddingMask
 
 OPTIMIZERS = ("nesterov", "adam")
@@ -219,7 +220,7 @@ class IncrementalDecoder:
         """Encode `(B, S)`, repeat per beam; return the empty windows for B·copies rows."""
         positions = self.layers["target_embedding"].sequence_length
         if isinstance(width, int) and width > positions:
-            raise ValueError(
+            raise ZooError(
                 f"The model has {positions} learned target positions; cannot generate {width} "
                 "tokens. Pass a smaller `max_length` (the default is the source length + 50)."
             )

@@ -31,6 +31,8 @@ import re
 
 import numpy as np
 
+from zoo.errors import ZooError
+
 LOCALE_DIR = pathlib.Path("/usr/share/locale")
 
 # A GTK or Qt mnemonic: one "_" or "&" right before a letter, at a word start.
@@ -53,7 +55,7 @@ def languages(locale_dir=LOCALE_DIR):
 def catalog_paths(language, locale_dir=LOCALE_DIR):
     """The `.mo` files of `language`, sorted; a one-line error lists the languages found."""
     if not isinstance(language, str) or not language or "/" in language:
-        raise ValueError(f"gettext: needs a language code such as 'es'; received {language!r}")
+        raise ZooError(f"gettext: needs a language code such as 'es'; received {language!r}")
     paths = sorted((pathlib.Path(locale_dir) / language / "LC_MESSAGES").glob("*.mo"))
     if not paths:
         found = languages(locale_dir)
@@ -135,7 +137,7 @@ def gettext_pairs(language, locale_dir=LOCALE_DIR, test_ratio=0.05, seed=0, max_
         ValueError: `test_ratio` outside [0, 1), or nothing left after cleaning.
     """
     if not (isinstance(test_ratio, (int, float)) and 0 <= test_ratio < 1):
-        raise ValueError(f"test_ratio must be in [0, 1); received test_ratio={test_ratio!r}")
+        raise ZooError(f"test_ratio must be in [0, 1); received test_ratio={test_ratio!r}")
     dropped = collections.Counter({reason: 0 for reason in _DROP_REASONS})
     by_catalog, seen, messages, unreadable = {}, set(), 0, []
     for path in catalog_paths(language, locale_dir):
@@ -158,7 +160,7 @@ def gettext_pairs(language, locale_dir=LOCALE_DIR, test_ratio=0.05, seed=0, max_
         if pairs:
             by_catalog[path.stem] = pairs
     if not by_catalog:
-        raise ValueError(f"no usable pair in the {language!r} catalogs of {locale_dir}")
+        raise ZooError(f"no usable pair in the {language!r} catalogs of {locale_dir}")
     test_names = _split_catalogs({k: len(v) for k, v in by_catalog.items()}, test_ratio, seed)
     test = [pair for name in sorted(test_names) for pair in by_catalog[name]]
     test_sources = {source for source, _ in test}

@@ -13,6 +13,7 @@ from num2words import num2words
 
 from keras_attention.checks import check_int
 from zoo.datasets.pairs import TranslationData, update_progress
+from zoo.errors import ZooError
 from zoo.progress import progress_bar
 
 
@@ -33,7 +34,7 @@ def _stratified_sample(rng, strata, total):
             if remaining == 0:
                 break
     if remaining:
-        raise ValueError(f"cannot draw {total} distinct values; only {sum(sizes)} exist")
+        raise ZooError(f"cannot draw {total} distinct values; only {sum(sizes)} exist")
     drawn = [
         low + rng.choice(size, quota, replace=False)
         for (low, _), size, quota in zip(strata, sizes, quotas)
@@ -80,9 +81,9 @@ def numbers(
     check_int("num_test", num_test, 0)
     check_int("max_number", max_number, 1)
     if max_number > 999_999_999:
-        raise ValueError(f"max_number must be at most 999,999,999; received {max_number}")
+        raise ZooError(f"max_number must be at most 999,999,999; received {max_number}")
     if num_train + num_test > max_number + 1:
-        raise ValueError(
+        raise ZooError(
             f"num_train + num_test must be at most max_number + 1 = {max_number + 1}; "
             f"received num_train={num_train}, num_test={num_test}"
         )
@@ -93,7 +94,7 @@ def numbers(
         try:
             num2words(1, lang=language)
         except NotImplementedError:
-            raise ValueError(
+            raise ZooError(
                 f"{name} must be a language num2words knows; received {language!r}"
             ) from None
 
@@ -159,18 +160,18 @@ def dates(
     try:
         babel.Locale.parse(locale)
     except (ValueError, babel.UnknownLocaleError) as error:
-        raise ValueError(f"locale must be a babel locale; received {locale!r} ({error})") from None
+        raise ZooError(f"locale must be a babel locale; received {locale!r} ({error})") from None
     if isinstance(formats, str) or not formats:
-        raise ValueError(f"formats must be a non-empty list of formats; received {formats!r}")
+        raise ZooError(f"formats must be a non-empty list of formats; received {formats!r}")
     if not (1 <= first_year <= last_year <= 9999):
-        raise ValueError(
+        raise ZooError(
             "need 1 <= first_year <= last_year <= 9999; received "
             f"first_year={first_year}, last_year={last_year}"
         )
     first = datetime.date(first_year, 1, 1).toordinal()
     last = datetime.date(last_year, 12, 31).toordinal()
     if num_train + num_test > last - first + 1:
-        raise ValueError(
+        raise ZooError(
             f"num_train + num_test must be at most the {last - first + 1} days between "
             f"{first_year} and {last_year}; received num_train={num_train}, num_test={num_test}"
         )

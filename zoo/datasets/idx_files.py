@@ -8,6 +8,7 @@ import keras
 import numpy as np
 
 from zoo.datasets.image_data import ImageData
+from zoo.errors import ZooError
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +38,15 @@ def read_idx(path):
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     if len(data) < 4 or data[:2] != b"\x00\x00" or data[2] not in _IDX_DTYPES:
-        raise ValueError(f"{path} is not an IDX file; it starts with {data[:4]!r}")
+        raise ZooError(f"{path} is not an IDX file; it starts with {data[:4]!r}")
     dtype, rank = _IDX_DTYPES[data[2]], data[3]
     header = 4 + 4 * rank
     if len(data) < header:
-        raise ValueError(f"{path}: truncated IDX header ({len(data)} bytes, rank {rank})")
+        raise ZooError(f"{path}: truncated IDX header ({len(data)} bytes, rank {rank})")
     shape = tuple(int(d) for d in np.frombuffer(data, ">u4", count=rank, offset=4))
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(data) - header != expected:
-        raise ValueError(
+        raise ZooError(
             f"{path}: IDX header says shape {shape} of {dtype} ({expected} bytes) but the "
             f"file holds {len(data) - header} data bytes"
         )
@@ -143,7 +144,7 @@ def fashion_mnist(data_dir=None, download=True):
         source = str(data_dir)
     for images, labels in ((x_train, y_train), (x_test, y_test)):
         if images.ndim != 3 or labels.shape != images.shape[:1]:
-            raise ValueError(
+            raise ZooError(
                 f"Fashion-MNIST from {source}: expected images (N, 28, 28) and labels (N,); "
                 f"received {images.shape} and {labels.shape}"
             )

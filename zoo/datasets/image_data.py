@@ -9,6 +9,8 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
+from zoo.errors import ZooError
+
 
 @dataclasses.dataclass
 class ImageData:
@@ -45,10 +47,10 @@ def digits(test_ratio=0.2, seed=0, image_size=None):
     when Fashion-MNIST is not on the machine.
     """
     if not (isinstance(test_ratio, (int, float)) and 0 < test_ratio < 1):
-        raise ValueError(f"test_ratio must be in (0, 1); received test_ratio={test_ratio!r}")
+        raise ZooError(f"test_ratio must be in (0, 1); received test_ratio={test_ratio!r}")
     if image_size is not None and (isinstance(image_size, bool) or not isinstance(image_size, int)
                                    or image_size < 1):
-        raise ValueError(f"image_size must be a positive integer; received {image_size!r}")
+        raise ZooError(f"image_size must be a positive integer; received {image_size!r}")
     bunch = load_digits()
     images = np.round(bunch.images * (255.0 / 16.0)).astype(np.uint8)[..., None]  # (N, 8, 8, 1)
     if image_size is not None and image_size != 8:
@@ -95,9 +97,9 @@ def images(directory, image_size, test_ratio=0.2, seed=0, color_mode="rgb"):
     if isinstance(image_size, int):
         image_size = (image_size, image_size)
     if len(tuple(image_size)) != 2 or min(image_size) < 1:
-        raise ValueError(f"image_size must be (height, width) > 0; received {image_size!r}")
+        raise ZooError(f"image_size must be (height, width) > 0; received {image_size!r}")
     if not (isinstance(test_ratio, (int, float)) and 0 < test_ratio < 1):
-        raise ValueError(f"test_ratio must be in (0, 1); received test_ratio={test_ratio!r}")
+        raise ZooError(f"test_ratio must be in (0, 1); received test_ratio={test_ratio!r}")
     train, test = keras.utils.image_dataset_from_directory(
         directory,
         labels="inferred",

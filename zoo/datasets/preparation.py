@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from zoo import datasets, registry
 from zoo.datasets import pipeline
+from zoo.errors import ZooError
 from zoo.progress import say
 from zoo.text import tokenizers
 
@@ -46,7 +47,7 @@ def model_kind(name):
         return "image"
     if "vocabulary_size" in fields and "max_length" in fields:
         return "translation"
-    raise ValueError(
+    raise ZooError(
         f"zoo train does not know what data {name!r} (family {family!r}) takes; its config "
         "needs vocabulary_size and max_length (translation) or image_size and num_classes (images)."
     )
@@ -61,7 +62,7 @@ def check_data_fits(name, spec):
             hint = "use an image dataset: digits, fashion-mnist or images:DIR"
         else:
             hint = "use a translation dataset: numbers, dates or tsv:PATH"
-        raise ValueError(
+        raise ZooError(
             f"dataset {spec!r} holds {data_kind} data but {name!r} "
             f"({registry.entry(name).family}) is {'an image' if kind == 'image' else 'a translation'}"
             f" model; {hint}"
@@ -106,7 +107,7 @@ def load_data(name, spec, options=None, model_config=None, seed=0, quiet=False):
         channels = model_config.get("channels", 3)
         kwargs["color_mode"] = {1: "grayscale", 3: "rgb", 4: "rgba"}.get(channels)
         if kwargs["color_mode"] is None:
-            raise ValueError(f"images: datasets need channels 1, 3 or 4; received {channels}")
+            raise ZooError(f"images: datasets need channels 1, 3 or 4; received {channels}")
     data = datasets.load(spec, seed=seed, progress=not quiet and sys.stdout.isatty(), **kwargs)
     if kind == "translation":
         skipped = {reason: count for reason, count in data.skipped.items() if count}
@@ -146,7 +147,7 @@ def split_validation(count, val_ratio, seed):
         `(train, validation)`: sorted int arrays of indices, `(count - V,)` and `(V,)`.
     """
     if not (isinstance(val_ratio, (int, float)) and 0 <= val_ratio < 1):
-        raise ValueError(f"val_ratio must be in [0, 1); received val_ratio={val_ratio!r}")
+        raise ZooError(f"val_ratio must be in [0, 1); received val_ratio={val_ratio!r}")
     num_val = 0
     if val_ratio > 0 and count > 1:
         num_val = min(max(1, round(val_ratio * count)), count - 1)
@@ -286,7 +287,7 @@ def config_from_data(config, kind, data, tokenizers=None, *, separate_vocabulari
     overrides = overrides or {}
     if kind == "translation":
         if tokenizers is None:
-            raise ValueError("tokenizers are required for translation data; see learn_tokenizers")
+            raise ZooError("tokenizers are required for translation data; see learn_tokenizers")
         source, target = tokenizers
         if separate_vocabularies:
             derived = {"source_vocabulary_size": source.vocab_size,
@@ -298,17 +299,17 @@ def config_from_data(config, kind, data, tokenizers=None, *, separate_vocabulari
     elif kind == "image":
         height, width, channels = data.x_train.shape[1:]
         if height != width:
-            raise ValueError(f"the zoo's ViTs take square images; the data's are {height}x{width}")
+            raise ZooError(f"the zoo's ViTs take square images; the data's are {height}x{width}")
         derived = {"image_size": int(height), "channels": int(channels),
                    "num_classes": len(data.class_names)}
         for key, value in derived.items():
             if key in overrides and overrides[key] != value:
-                raise ValueError(
+                raise ZooError(
                     f"{key}={overrides[key]!r} does not fit the data, which has "
                     f"{key}={value!r}; leave it out (it is taken from the data)"
                 )
     else:
-        raise ValueError(f"kind must be 'translation' or 'image'; received kind={kind!r}")
+        raise ZooError(f"kind must be 'translation' or 'image'; received kind={kind!r}")
     if total_steps is not None and "decay_steps" not in overrides:
         derived["decay_steps"] = max(1, int(total_steps))
     return {key: value for key, value in derived.items() if key in config}

@@ -7,6 +7,7 @@ from zoo.datasets.generated import dates, numbers
 from zoo.datasets.idx_files import fashion_mnist
 from zoo.datasets.image_data import digits, images
 from zoo.datasets.translation_files import gettext, tsv
+from zoo.errors import ZooError
 
 TRANSLATION_DATASETS = ("numbers", "dates", "tsv:PATH", "gettext:LANG")
 IMAGE_DATASETS = ("digits", "fashion-mnist", "images:DIR")
@@ -21,7 +22,7 @@ def get_translation_dataset(spec, **kwargs):
     `kwargs` go to `numbers`, `dates`, `tsv` or `gettext`.
     """
     if not isinstance(spec, str):
-        raise ValueError(f"spec must be a str; received {spec!r}")
+        raise ZooError(f"spec must be a str; received {spec!r}")
     if spec == "numbers":
         return numbers(**kwargs)
     if spec == "dates":
@@ -29,11 +30,11 @@ def get_translation_dataset(spec, **kwargs):
     if spec.startswith("tsv:"):
         path = spec[len("tsv:") :]
         if not path:
-            raise ValueError(f"'tsv:' needs a path, e.g. 'tsv:data/train.tsv'; received {spec!r}")
+            raise ZooError(f"'tsv:' needs a path, e.g. 'tsv:data/train.tsv'; received {spec!r}")
         return tsv(path, **kwargs)
     if spec.startswith("gettext:"):
         return gettext(spec[len("gettext:"):], **kwargs)
-    raise ValueError(
+    raise ZooError(
         f"unknown translation dataset {spec!r}; available: {', '.join(TRANSLATION_DATASETS)}"
     )
 
@@ -45,12 +46,12 @@ def dataset_kind(spec):
         ValueError: `spec` names no dataset (the message lists them).
     """
     if not isinstance(spec, str):
-        raise ValueError(f"spec must be a str; received {spec!r}")
+        raise ZooError(f"spec must be a str; received {spec!r}")
     if spec in ("numbers", "dates") or spec.startswith(("tsv:", "gettext:")):
         return "translation"
     if spec in ("digits", "fashion-mnist", "fashion_mnist") or spec.startswith("images:"):
         return "image"
-    raise ValueError(f"unknown dataset {spec!r}; available: {', '.join(DATASETS)}")
+    raise ZooError(f"unknown dataset {spec!r}; available: {', '.join(DATASETS)}")
 
 
 def _subset(rng_seed, items_or_arrays, size, what):
@@ -100,9 +101,9 @@ def _load_images(spec, data_dir, train_size, test_size, test_ratio, image_size, 
     else:
         directory = spec[len("images:") :]
         if not directory:
-            raise ValueError(f"'images:' needs a folder, e.g. 'images:photos/'; received {spec!r}")
+            raise ZooError(f"'images:' needs a folder, e.g. 'images:photos/'; received {spec!r}")
         if image_size is None:
-            raise ValueError("images: datasets need image_size=(height, width); received None")
+            raise ZooError("images: datasets need image_size=(height, width); received None")
         data = images(
             directory,
             image_size,

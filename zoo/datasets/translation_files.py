@@ -8,6 +8,7 @@ import numpy as np
 
 from zoo.datasets import catalogs
 from zoo.datasets.pairs import TranslationData, update_progress
+from zoo.errors import ZooError
 from zoo.progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def _report_skipped(path, pairs, skipped, examples):
             "; first: " + ", ".join(f"line {n} {r}" for n, r in examples) if examples else "",
         )
     if not pairs:
-        raise ValueError(
+        raise ZooError(
             f"{path} has no valid `source<TAB>target` lines; skipped: "
             f"{ {reason: count for reason, count in skipped.items() if count} }"
         )
@@ -137,7 +138,7 @@ def tsv(
         ValueError: a file has no valid pair, or `test_ratio` is outside [0, 1).
     """
     if not (isinstance(test_ratio, (int, float)) and 0 <= test_ratio < 1):
-        raise ValueError(f"test_ratio must be in [0, 1); received test_ratio={test_ratio!r}")
+        raise ZooError(f"test_ratio must be in [0, 1); received test_ratio={test_ratio!r}")
     pairs, skipped = _read_tsv_pairs(path, progress)
     skipped_by_file = {str(path): skipped}
     if test_path is not None:

@@ -1,4 +1,4 @@
-"""Auto-regressive decoding for the zoo's seq2seq models (MATH.md, "Transformer", inference).
+"""Auto-regressive decoding for the zoo's seq2seq models (docs/math.md#beam-search-with-the-gnmt-length-penalty).
 
 Two searches over `p(y | x) = Π_t p(y_t | y_<t, x)`:
 

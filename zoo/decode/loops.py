@@ -16,8 +16,8 @@ def length_penalty(length, alpha):
     """GNMT's length penalty `lp(Y) = ((5 + |Y|) / (5 + 1))^α` (Wu et al., 2016, eq. 14).
 
     `|Y|` counts the generated tokens including `[END]` (as in tensor2tensor's
-    beam search); α = 0 gives lp = 1, i.e. plain log-probabilities. MATH.md
-    names the penalty and α = 0.6; this is the formula of the paper it cites.
+    beam search); α = 0 gives lp = 1, i.e. plain log-probabilities; the Transformer
+    paper uses α = 0.6 (docs/math.md#beam-search-with-the-gnmt-length-penalty).
 
     Args:
         length: int or int tensor, any shape.

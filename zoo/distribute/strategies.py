@@ -9,6 +9,7 @@ import urllib.parse
 import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
+from zoo.errors import ZooError
 
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
 
@@ -43,7 +44,7 @@ def get_strategy(name="default", tpu=None, *, connect_timeout=10.0):
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
         return _tpu_strategy(tpu, connect_timeout)
-    raise ValueError(
+    raise ZooError(
         f"Unknown strategy {name!r}; `strategy` must be one of {', '.join(STRATEGIES)} "
         "or a tf.distribute.Strategy."
     )
@@ -66,16 +67,16 @@ def _check_tf_config():
     try:
         config = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise ValueError(f"TF_CONFIG is not valid JSON ({error}); received {raw!r}.") from None
+        raise ZooError(f"TF_CONFIG is not valid JSON ({error}); received {raw!r}.") from None
     if not isinstance(config, dict) or "cluster" not in config or "task" not in config:
-        raise ValueError(
+        raise ZooError(
             "TF_CONFIG must have a 'cluster' and a 'task' entry, e.g. "
             '{"cluster": {"worker": ["host1:port", "host2:port"]}, '
             f'"task": {{"type": "worker", "index": 0}}}}; received {raw!r}.'
         )
     cluster, task = config["cluster"], config["task"]
     if not isinstance(cluster, dict) or not isinstance(task, dict):
-        raise ValueError(f"TF_CONFIG 'cluster' and 'task' must be objects; received {raw!r}.")
+        raise ZooError(f"TF_CONFIG 'cluster' and 'task' must be objects; received {raw!r}.")
     task_type, index = task.get("type"), task.get("index")
     members = cluster.get(task_type)
     if (
@@ -84,7 +85,7 @@ def _check_tf_config():
         or not isinstance(index, int)
         or not 0 <= index < len(members)
     ):
-        raise ValueError(
+        raise ZooError(
             f"TF_CONFIG task {task!r} is not in its cluster {cluster!r}: 'type' must be a key "
             "of 'cluster' and 'index' a position in its list."
         )
@@ -100,9 +101,9 @@ def _tpu_strategy(tpu, connect_timeout):
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     except ValueError as error:
-        raise ValueError(f"No TPU found ({where}): {_one_line(error)}") from None
+        raise ZooError(f"No TPU found ({where}): {_one_line(error)}") from None
     except Exception as error:  # noqa: BLE001 - URLError, NotFoundError, ... all mean "no TPU"
-        raise ValueError(
+        raise ZooError(
             f"No TPU found ({where}): {type(error).__name__}: {_one_line(error)}"
         ) from None
 
@@ -113,7 +114,7 @@ def _check_reachable(address, timeout, where):
         with socket.create_connection((parsed.hostname, parsed.port), timeout=timeout):
             pass
     except (OSError, ValueError, TypeError) as error:
-        raise ValueError(
+        raise ZooError(
             f"No TPU found ({where}): {address} does not answer ({_one_line(error)})."
         ) from None
 
@@ -153,7 +154,7 @@ def check_jit_compile(strategy, jit_compile):
     kind = type(strategy).__name__
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         kind = "MultiWorkerMirroredStrategy"  # not its implementation's name
-    raise ValueError(
+    raise ZooError(
         f"XLA (--jit / jit_compile=True) cannot compile a train step distributed over "
         f"{strategy.num_replicas_in_sync} CPU replicas ({kind}): TensorFlow "
         "has no XLA all-reduce for CPU devices; train without --jit (or on GPUs / TPUs)."

@@ -86,6 +86,7 @@ import keras
 import tensorflow as tf
 
 from zoo import families, files
+from zoo.errors import ZooError
 from zoo.export.checks import check_int
 from zoo.export.image import DEFAULT_TOP_K, ImageClassifierModule, image_export
 from zoo.export.translation import (  # noqa: F401 - part of this module's API
@@ -122,7 +123,7 @@ def model_family(model):
     family = families.model_family(model)
     if family in TRANSLATION_FAMILIES + IMAGE_FAMILIES:
         return family
-    raise ValueError(
+    raise ZooError(
         "export: `obj` must be a zoo Transformer, RNNsearch, ConvS2S or ViT keras.Model (or the path "
         f"of a .keras file of one); received {type(model).__name__} "
         f"{getattr(model, 'name', '')!r}."
@@ -209,26 +210,26 @@ def export(
     """
     if isinstance(obj, (str, os.PathLike)):
         if not str(obj).endswith(".keras"):
-            raise ValueError(f"export: a path `obj` must be a .keras file; received {obj!r}.")
+            raise ZooError(f"export: a path `obj` must be a .keras file; received {obj!r}.")
         obj = keras.saving.load_model(obj)
     family = model_family(obj)
 
     base = pathlib.Path(path)
     if base.exists() and not base.is_dir():
-        raise ValueError(f"export: `path` must be a directory; {base} is a file.")
+        raise ZooError(f"export: `path` must be a directory; {base} is a file.")
     if version is not None:
         check_int("version", version, 1)
 
     # Every argument is checked (and the signatures prepared) before anything is written.
     if family in IMAGE_FAMILIES:
         if tokenizer is not None or target_tokenizer is not None:
-            raise ValueError("export: a ViT takes no `tokenizer`/`target_tokenizer`.")
+            raise ZooError("export: a ViT takes no `tokenizer`/`target_tokenizer`.")
         if jit_compile:
-            raise ValueError("export: `jit_compile` is for translation models only.")
+            raise ZooError("export: `jit_compile` is for translation models only.")
         module, signatures, metadata = image_export(obj, top_k, class_names)
     else:
         if class_names is not None:
-            raise ValueError("export: `class_names` is for ViT models only.")
+            raise ZooError("export: `class_names` is for ViT models only.")
         module, signatures, metadata = translation_export(
             obj, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
             length_penalty, force_end, jit_compile,

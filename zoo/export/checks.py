@@ -1,8 +1,10 @@
 """Argument checks shared by the export modules (`zoo.export`)."""
 
+from zoo.errors import ZooError
+
 
 def check_int(name, value, minimum, maximum=None):
-    """Raise ValueError unless `value` is an int (not a bool) in [minimum, maximum]."""
+    """Raise `ZooError` (a ValueError) unless `value` is an int (not a bool) in [minimum, maximum]."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int)
@@ -10,4 +12,4 @@ def check_int(name, value, minimum, maximum=None):
         or (maximum is not None and value > maximum)
     ):
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"export: `{name}` must be an int {bound}; received {name}={value!r}.")
+        raise ZooError(f"export: `{name}` must be an int {bound}; received {name}={value!r}.")

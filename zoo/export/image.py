@@ -7,6 +7,7 @@ Signatures (K classes, top k): `serving_default` takes uint8 images
 
 import tensorflow as tf
 
+from zoo.errors import ZooError
 from zoo.export.checks import check_int
 
 DEFAULT_TOP_K = 5
@@ -97,12 +98,12 @@ def image_export(model, top_k, class_names):
     """Check the arguments; return (module, signatures, metadata) of a ViT export."""
     shape = tuple(model.inputs[0].shape)
     if len(shape) != 4 or any(d is None for d in shape[1:]):
-        raise ValueError(
+        raise ZooError(
             f"export: the ViT must take images of a fixed size (B, H, W, C); its input "
             f"shape is {shape}."
         )
     if shape[-1] not in (1, 3):
-        raise ValueError(
+        raise ZooError(
             f"export: image signatures are written for 1- or 3-channel models; this ViT takes "
             f"{shape[-1]} channels."
         )
@@ -115,7 +116,7 @@ def image_export(model, top_k, class_names):
     else:
         class_names = list(class_names)
         if len(class_names) != num_classes or not all(isinstance(n, str) for n in class_names):
-            raise ValueError(
+            raise ZooError(
                 f"export: `class_names` must be {num_classes} str (one per class); received "
                 f"{len(class_names)} names: {class_names[:10]!r}."
             )

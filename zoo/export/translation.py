@@ -21,6 +21,7 @@ import tensorflow as tf
 import tensorflow_text
 
 from zoo import decode
+from zoo.errors import ZooError
 from zoo.export.checks import check_int
 from zoo.text import tokenizers
 from zoo.text.special import END_ID, PAD_ID, START_ID, encode_sources
@@ -118,7 +119,7 @@ def _load_tokenizer(name, tokenizer):
     if not isinstance(tokenizer, tf.Module) or not all(
         callable(getattr(tokenizer, method, None)) for method in ("tokenize", "detokenize")
     ):
-        raise ValueError(
+        raise ZooError(
             f"export: `{name}` must be a zoo.text.WordPieceTokenizer (a tf.Module with "
             f"tokenize/detokenize) or the directory it was saved to; received {tokenizer!r}."
         )
@@ -128,7 +129,7 @@ def _load_tokenizer(name, tokenizer):
 def _check_vocabulary(name, tokenizer, model_size, side):
     size = getattr(tokenizer, "vocab_size", None)
     if size is not None and size > model_size:
-        raise ValueError(
+        raise ZooError(
             f"export: `{name}` has {size} tokens but the model's {side} vocabulary has "
             f"{model_size}: its ids would not fit the model; pass the tokenizer the model "
             "was trained with."
@@ -235,7 +236,7 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
                        max_length, length_penalty=None, force_end=None, jit_compile=False):
     """Check the arguments; return (module, signatures, metadata) of a translation export."""
     if tokenizer is None:
-        raise ValueError(
+        raise ZooError(
             f"export: a {family} model needs `tokenizer` (and `target_tokenizer` when the "
             "target vocabulary differs) to serve text."
         )
@@ -261,7 +262,7 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
         max_length = limit if limit is not None else DEFAULT_RNN_MAX_LENGTH
     check_int("max_length", max_length, 2, limit)
     if not isinstance(jit_compile, bool):
-        raise ValueError(f"export: `jit_compile` must be a bool; received {jit_compile!r}.")
+        raise ZooError(f"export: `jit_compile` must be a bool; received {jit_compile!r}.")
 
     module = TranslationModule(
         model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
@@ -292,7 +293,7 @@ def _search_settings(target_tokenizer, length_penalty, force_end, alpha):
     if length_penalty is None:
         length_penalty = "hf" if imported else "gnmt"
     if length_penalty not in decode.LENGTH_PENALTIES:
-        raise ValueError(
+        raise ZooError(
             f"export: `length_penalty` must be one of {decode.LENGTH_PENALTIES}; "
             f"received length_penalty={length_penalty!r}."
         )
@@ -300,5 +301,5 @@ def _search_settings(target_tokenizer, length_penalty, force_end, alpha):
     if alpha is None:
         alpha = 1.0 if length_penalty == "hf" else 0.6
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
-        raise ValueError(f"export: `alpha` must be a number >= 0; received alpha={alpha!r}.")
+        raise ZooError(f"export: `alpha` must be a number >= 0; received alpha={alpha!r}.")
     return length_penalty, force_end, float(alpha)

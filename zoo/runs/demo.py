@@ -3,7 +3,8 @@
 Four steps, each through the same API as the command line (`zoo.runs`):
 
 1. train: generate the offline `numbers` task (held-out numbers never seen in
-   training), learn one shared WordPiece vocabulary, train `transformer-tiny`
+   training), learn one shared SentencePiece (unigram) vocabulary, the
+   default of `zoo train`'s `--tokenizer`, train `transformer-tiny`
    for a time budget into a run directory (`runs/demo`, replaced each time);
 2. evaluate: exact match and BLEU (sacrebleu) of greedy decoding and of beam
    search on the held-out numbers;

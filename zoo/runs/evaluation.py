@@ -9,6 +9,7 @@ import numpy as np
 
 from zoo import files
 from zoo.datasets.preparation import load_data
+from zoo.errors import ZooError
 from zoo.progress import say
 from zoo.runs import scores as metrics
 from zoo.runs.imported import decoding_options
@@ -56,7 +57,7 @@ def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=None, limit=None, ba
     run = load_run(run_dir, checkpoint)
     config = run.config
     if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int; received limit={limit!r}")
+        raise ZooError(f"limit must be a positive int; received limit={limit!r}")
     if data is None:
         _, data = load_data(
             run.name, config["data"]["spec"], dict(config["data"]["options"]),
@@ -83,7 +84,7 @@ def _score_translation(run, data, *, beam_size, alpha, limit, batch_size, exampl
     """Exact match and BLEU of greedy decoding and, with `beam_size > 1`, beam search."""
     pairs = data.test_pairs[:limit] if limit else data.test_pairs
     if not pairs:
-        raise ValueError(f"the dataset {run.config['data']['spec']!r} has no test pairs to score")
+        raise ZooError(f"the dataset {run.config['data']['spec']!r} has no test pairs to score")
     sources = [source for source, _ in pairs]
     references = canonical(run.target_tokenizer, [target for _, target in pairs])
     kind = tokenizers.kind(run.target_tokenizer)
@@ -122,7 +123,7 @@ def _score_images(run, data, *, limit, batch_size, examples, quiet, **_):
     if limit:
         x, y = x[:limit], y[:limit]
     if not len(x):
-        raise ValueError(f"the dataset {run.config['data']['spec']!r} has no test images")
+        raise ZooError(f"the dataset {run.config['data']['spec']!r} has no test images")
     # A progress bar on a terminal only, as for decoding (logs stay clean).
     logits = run.model.predict(x, batch_size=batch_size,
                                verbose=int(not quiet and sys.stdout.isatty()))

@@ -25,6 +25,7 @@ V - 1) and brings its own tokenizers (`source.spm`, `target.spm`,
 """
 
 from zoo import registry
+from zoo.errors import ZooError
 from zoo.export import special_ids
 from zoo.text import tokenizers
 
@@ -40,19 +41,19 @@ def check_options(options, fine_tuning):
     for an imported model (`fine_tuning`), the imported kind for any other."""
     if not fine_tuning:
         if options.tokenizer == tokenizers.IMPORTED:
-            raise ValueError(
+            raise ZooError(
                 f"tokenizer={options.tokenizer!r} comes with a Marian folder as weights (its own "
                 f"tokenizers); to learn one, choose {' or '.join(tokenizers.TOKENIZERS)}"
             )
         return
     if options.tokenizer not in (None, tokenizers.IMPORTED):
-        raise ValueError(
+        raise ZooError(
             f"tokenizer={options.tokenizer!r} cannot be used with weights={options.weights!r}: "
             "a model imported from a folder is fine-tuned with the folder's own tokenizers; "
             "leave --tokenizer out"
         )
     if options.separate_vocabularies is False:
-        raise ValueError(
+        raise ZooError(
             f"separate_vocabularies=False cannot be used with weights={options.weights!r}: "
             "the folder's source and target tokenizers are kept, one per side; leave it out"
         )

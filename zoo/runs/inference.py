@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from zoo import decode
+from zoo.errors import ZooError
 from zoo.export import special_ids
 from zoo.runs.imported import decoding_options
 from zoo.runs.rundir import as_run
@@ -41,11 +42,11 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
     """
     run = as_run(run)
     if run.kind != "translation":
-        raise ValueError(f"{run.name} is an image model; translate needs a translation run")
+        raise ZooError(f"{run.name} is an image model; translate needs a translation run")
     if isinstance(sentences, str):
-        raise ValueError("sentences must be a list of str, not a single str")
+        raise ZooError("sentences must be a list of str, not a single str")
     if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be an int >= 1; received beam_size={beam_size!r}")
+        raise ZooError(f"beam_size must be an int >= 1; received beam_size={beam_size!r}")
     max_length = max_length or run.max_length or 128
     options = decoding_options(run.target_tokenizer, alpha)
     bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None

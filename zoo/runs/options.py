@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
 from zoo import distribute, files
+from zoo.errors import ZooError
 from zoo.text import tokenizers
 
 
@@ -73,7 +74,7 @@ class TrainingOptions:
         limit = self.time_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
                                   or limit <= 0):
-            raise ValueError(
+            raise ZooError(
                 f"time_limit must be a positive number of minutes; received {limit!r}"
             )
         if self.tokenizer is not None:
@@ -129,7 +130,7 @@ def check_resume(saved, name, data, options, overrides):
     if overrides and files.normalise(overrides) != files.normalise(saved_overrides):
         conflicts.append(f"overrides={overrides!r} (saved: {saved_overrides!r})")
     if conflicts:
-        raise ValueError(
+        raise ZooError(
             "the run directory holds a run with other settings, so it cannot be resumed with: "
             + "; ".join(conflicts)
             + ". Leave those arguments out to resume with the saved ones, or choose another --out."
@@ -150,7 +151,7 @@ def resolve_mixed_precision(mixed_precision, strategy):
     names = {"float16": "mixed_float16", "bfloat16": "mixed_bfloat16",
              "mixed_float16": "mixed_float16", "mixed_bfloat16": "mixed_bfloat16"}
     if mixed_precision not in names:
-        raise ValueError(
+        raise ZooError(
             "mixed_precision must be one of auto, float16, bfloat16 (or mixed_float16, "
             f"mixed_bfloat16, float32); received mixed_precision={mixed_precision!r}"
         )

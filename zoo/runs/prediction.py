@@ -12,6 +12,7 @@ import tensorflow_text  # noqa: F401 - registers the tokenizer's ops for loading
 from google.protobuf import message
 
 from zoo import files
+from zoo.errors import ZooError
 from zoo.runs.inference import translate
 from zoo.runs.rundir import load_run
 
@@ -95,7 +96,7 @@ def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"
     """
     inputs = list(inputs)
     if not inputs:
-        raise ValueError("predict needs at least one input (sentences or image files)")
+        raise ZooError("predict needs at least one input (sentences or image files)")
     path = pathlib.Path(path)
     if (path / "config.json").is_file():
         run = load_run(path, checkpoint)
@@ -145,13 +146,13 @@ def _translate_with_saved_model(path, signatures, inputs, beam_size):
     metadata_path = path / "assets.extra" / "zoo_export.json"
     exported = files.read_json(metadata_path, dict) if metadata_path.is_file() else {}
     if beam_size not in (None, 1) and beam_size != exported.get("beam_size", beam_size):
-        raise ValueError(
+        raise ZooError(
             f"{path} was exported with beam size {exported['beam_size']}: use --beam-size "
             f"{exported['beam_size']} (serving_default) or 1 (greedy), or export again"
         )
     function = signatures.get("greedy") if beam_size == 1 else default
     if function is None:
-        raise ValueError(f"{path} has no greedy signature")
+        raise ZooError(f"{path} has no greedy signature")
     (name, _), = _signature_inputs(function).items()
     outputs = function(**{name: tf.constant(inputs, tf.string)})
     translations = [t.decode("utf-8") for t in outputs["translation"].numpy().tolist()]
@@ -172,11 +173,11 @@ def _predict_saved_model(path, inputs, beam_size, top_k):
     loaded = _load_saved_model(path)
     signatures = dict(loaded.signatures)
     if "serving_default" not in signatures:
-        raise ValueError(f"{path} has no serving_default signature")
+        raise ZooError(f"{path} has no serving_default signature")
     default = signatures["serving_default"]
     specs = _signature_inputs(default)
     if len(specs) != 1:
-        raise ValueError(f"{path}: serving_default should take one input; it takes {sorted(specs)}")
+        raise ZooError(f"{path}: serving_default should take one input; it takes {sorted(specs)}")
     ((input_name, spec),) = specs.items()
     if spec.dtype == tf.string:  # translation: text in
         return _translate_with_saved_model(path, signatures, inputs, beam_size)
@@ -223,7 +224,7 @@ def _top_classes_of(path, outputs_list, inputs, top_k):
     if not outputs_list:
         return []
     if any("probabilities" not in outputs for outputs in outputs_list):
-        raise ValueError(f"{path}: no probabilities among the outputs {sorted(outputs_list[0])}")
+        raise ZooError(f"{path}: no probabilities among the outputs {sorted(outputs_list[0])}")
     probabilities = np.concatenate([o["probabilities"].numpy() for o in outputs_list])  # (B, K)
     class_names = [str(i) for i in range(probabilities.shape[-1])]
     for outputs in outputs_list:

@@ -33,6 +33,7 @@ import keras
 import tensorflow as tf
 
 from zoo import files
+from zoo.errors import ZooError
 from zoo.text import tokenizers
 
 FORMAT_VERSION = 1  # of config.json
@@ -208,15 +209,15 @@ def read_config_file(path):
     """
     path = pathlib.Path(path)
     if path.is_dir():
-        raise ValueError(f"config file {path} is a folder, not a JSON file")
+        raise ZooError(f"config file {path} is a folder, not a JSON file")
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"config file {path} is not valid JSON: {error}") from None
+        raise ZooError(f"config file {path} is not valid JSON: {error}") from None
     if not isinstance(content, dict):
-        raise ValueError(
+        raise ZooError(
             f"config file {path} must hold a JSON object of config fields; "
             f"received {type(content).__name__}"
         )

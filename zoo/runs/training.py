@@ -35,6 +35,7 @@ from zoo.datasets.preparation import (
     model_config_for,
     translation_datasets,
 )
+from zoo.errors import ZooError
 from zoo.progress import say
 from zoo.runs import imported
 from zoo.runs.callbacks import has_backup
@@ -49,7 +50,7 @@ from zoo.runs.rundir import (
 from zoo.text import tokenizers
 
 
-class RunFinishedError(ValueError):
+class RunFinishedError(ZooError):
     """`train` was pointed at a run directory whose training already ended."""
 
 
@@ -207,7 +208,7 @@ def _saved_run(run_dir):
 def _check_new_run(name, data, run_dir, strategy, user_overrides, options, folder=None):
     """Bad values of a new run fail here, before any work (`folder`: an imported model's)."""
     if data is None:
-        raise ValueError(
+        raise ZooError(
             f"data is required (a new run); choose one of {', '.join(datasets.DATASETS)}"
         )
     # A run killed before writing config.json leaves at most tokenizer/: start over.
@@ -215,7 +216,7 @@ def _check_new_run(name, data, run_dir, strategy, user_overrides, options, folde
     if distribute.is_chief(strategy) and run_dir.exists() and any(
         child.name != "tokenizer" for child in run_dir.iterdir()
     ):
-        raise ValueError(
+        raise ZooError(
             f"--out {run_dir} exists, is not empty and holds no zoo run (no config.json); "
             "choose a new or empty folder"
         )
@@ -293,7 +294,7 @@ def _datasets(kind, data, tokenizer_pair, base_config, global_batch, global_toke
             base_config["max_length"], training["val_ratio"], training["seed"], global_tokens,
         )
     elif global_tokens is not None:
-        raise ValueError("batch_tokens is for translation runs; image runs take batch_size")
+        raise ZooError("batch_tokens is for translation runs; image runs take batch_size")
     else:
         train_data, val_data, num_train, num_val = image_datasets(
             data.x_train, data.y_train, global_batch, training["val_ratio"], training["seed"]

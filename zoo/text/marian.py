@@ -26,6 +26,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from zoo import files, text
+from zoo.errors import ZooError
 
 TYPE = "marian"
 SPM_FILENAME = "marian.spm"
@@ -58,7 +59,7 @@ class MarianTokenizer(tf.Module):
             self.vocab_file = str(vocab)
             vocab = read_vocab(vocab)
         if "<unk>" not in vocab:
-            raise ValueError(f"{self.vocab_file}: has no <unk> piece")
+            raise ZooError(f"{self.vocab_file}: has no <unk> piece")
         self._model = spm_model
         self._vocab = dict(vocab)
         size = max(vocab.values()) + 1
@@ -71,7 +72,7 @@ class MarianTokenizer(tf.Module):
         self.unk_id = int(vocab["<unk>"])
         for name_, value in (("pad_id", self.pad_id), ("end_id", self.end_id)):
             if not 0 <= value < size:
-                raise ValueError(f"{self.vocab_file}: {name_}={value} is not an id of its {size} pieces")
+                raise ZooError(f"{self.vocab_file}: {name_}={value} is not an id of its {size} pieces")
         self.vocab = tf.Variable(pieces, dtype=tf.string, trainable=False, name="vocab")
         self.table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
@@ -188,11 +189,11 @@ def read_vocab(path):
     try:
         vocab = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+        raise ZooError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(vocab, dict) or not vocab or not all(
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vocab.values()
     ):
-        raise ValueError(f"{path}: must be a JSON object of piece -> non-negative int id")
+        raise ZooError(f"{path}: must be a JSON object of piece -> non-negative int id")
     if len(set(vocab.values())) != len(vocab):
-        raise ValueError(f"{path}: two pieces share an id")
+        raise ZooError(f"{path}: two pieces share an id")
     return vocab

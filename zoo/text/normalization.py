@@ -7,6 +7,8 @@ on the very words the tokenizer will look up.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from zoo.errors import ZooError
+
 NORMALIZATION_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
 
 # BERT's word delimiters (tensorflow_text/python/ops/bert_tokenizer.py:
@@ -36,9 +38,9 @@ _DELIMITER_PATTERN = r"\s+|" + _PUNCTUATION_PATTERN
 def check_options(lower_case, normalization_form):
     """Raise a ValueError naming the option when `lower_case` or `normalization_form` is bad."""
     if not isinstance(lower_case, bool):
-        raise ValueError(f"lower_case must be a bool; received lower_case={lower_case!r}")
+        raise ZooError(f"lower_case must be a bool; received lower_case={lower_case!r}")
     if normalization_form is not None and normalization_form not in NORMALIZATION_FORMS:
-        raise ValueError(
+        raise ZooError(
             f"normalization_form must be one of {NORMALIZATION_FORMS} or None; "
             f"received normalization_form={normalization_form!r}"
         )

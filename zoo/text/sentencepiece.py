@@ -41,6 +41,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from zoo import files, text
+from zoo.errors import ZooError
 
 MODEL_FILENAME = "sentencepiece.model"
 MODEL_TYPES = ("unigram", "bpe")
@@ -62,12 +63,12 @@ def train_sentencepiece_model(sentences, vocab_size, model_type="unigram", seed=
     options are those of the module docstring.
     """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 8:
-        raise ValueError(f"vocab_size must be an int >= 8; received vocab_size={vocab_size!r}")
+        raise ZooError(f"vocab_size must be an int >= 8; received vocab_size={vocab_size!r}")
     if model_type not in MODEL_TYPES:
-        raise ValueError(f"model_type must be one of {MODEL_TYPES}; received {model_type!r}")
+        raise ZooError(f"model_type must be one of {MODEL_TYPES}; received {model_type!r}")
     sentences = [s for s in sentences if isinstance(s, str) and s.strip()]
     if not sentences:
-        raise ValueError("cannot learn a SentencePiece model from no text")
+        raise ZooError("cannot learn a SentencePiece model from no text")
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
@@ -77,7 +78,7 @@ def train_sentencepiece_model(sentences, vocab_size, model_type="unigram", seed=
         needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
         if needed is None:
             raise
-        raise ValueError(
+        raise ZooError(
             f"vocab_size={vocab_size} is too small for this text: SentencePiece needs at "
             f"least {needed.group(1)} pieces (4 reserved, every frequent character, and the "
             f"256 bytes from vocab_size {BYTE_FALLBACK_MIN_VOCAB} on)"
@@ -131,7 +132,7 @@ class SentencePieceTokenizer(tf.Module):
                 raise FileNotFoundError(f"SentencePiece model not found: {path}")
             model = path.read_bytes()
         if not isinstance(model, bytes):
-            raise ValueError(f"model must be bytes or a path; received {type(model).__name__}")
+            raise ZooError(f"model must be bytes or a path; received {type(model).__name__}")
         self._model = model
         self._vocabulary = _read_pieces(model)
         self.vocab = tf.Variable(self._vocabulary, dtype=tf.string, trainable=False, name="vocab")
@@ -220,10 +221,10 @@ def _read_pieces(model):
     try:
         processor.LoadFromSerializedProto(model)
     except RuntimeError as error:
-        raise ValueError(f"not a SentencePiece model ({error})") from None
+        raise ZooError(f"not a SentencePiece model ({error})") from None
     pieces = [processor.IdToPiece(i) for i in range(processor.GetPieceSize())]
     if tuple(pieces[: len(text.RESERVED_TOKENS)]) != text.RESERVED_TOKENS:
-        raise ValueError(
+        raise ZooError(
             f"the SentencePiece model's first pieces must be {list(text.RESERVED_TOKENS)}; "
             f"received {pieces[: len(text.RESERVED_TOKENS)]}"
         )

@@ -18,6 +18,7 @@ import json
 import pathlib
 
 from zoo import text
+from zoo.errors import ZooError
 from zoo.text.marian import MarianTokenizer
 from zoo.text.sentencepiece import SentencePieceTokenizer
 
@@ -30,7 +31,7 @@ def check_name(name, imported=False):
     """`name` if it is a tokenizer kind that can be learned (or, with `imported`, `"marian"`)."""
     known = TOKENIZERS + ((IMPORTED,) if imported else ())
     if name not in known:
-        raise ValueError(f"tokenizer must be one of {', '.join(known)}; received {name!r}")
+        raise ZooError(f"tokenizer must be one of {', '.join(known)}; received {name!r}")
     return name
 
 
@@ -56,7 +57,7 @@ def load(directory):
     try:
         saved_type = json.loads(config_path.read_text(encoding="utf-8")).get("type", "wordpiece")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        raise ValueError(f"{config_path} is corrupt: not a JSON object") from None
+        raise ZooError(f"{config_path} is corrupt: not a JSON object") from None
     if saved_type == IMPORTED:  # imported with a Marian model (zoo.transformer.marian)
         return MarianTokenizer.load(directory)
     if check_name(saved_type) == "sentencepiece":

@@ -5,6 +5,7 @@ import collections
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
+from zoo.errors import ZooError
 from zoo.progress import progress_bar
 from zoo.text.normalization import check_options, split_words
 from zoo.text.special import RESERVED_TOKENS
@@ -16,12 +17,12 @@ ALGORITHMS = ("bpe", "tensorflow_text")
 def _check_reserved_tokens(reserved_tokens):
     reserved_tokens = list(reserved_tokens)
     if tuple(reserved_tokens[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
-        raise ValueError(
+        raise ZooError(
             f"reserved_tokens must start with {list(RESERVED_TOKENS)} (ids 0-3 are fixed); "
             f"received reserved_tokens={reserved_tokens}"
         )
     if len(set(reserved_tokens)) != len(reserved_tokens):
-        raise ValueError(f"reserved_tokens has duplicates; received {reserved_tokens}")
+        raise ZooError(f"reserved_tokens has duplicates; received {reserved_tokens}")
     return reserved_tokens
 
 
@@ -29,21 +30,21 @@ def _sentence_dataset(sentences):
     """`(tf.data.Dataset of scalar tf.string, its size or None)` from `count_words`' input."""
     if isinstance(sentences, tf.data.Dataset):
         if sentences.element_spec != tf.TensorSpec([], tf.string):
-            raise ValueError(
+            raise ZooError(
                 "sentences must be a dataset of scalar tf.string; received element_spec="
                 f"{sentences.element_spec}"
             )
         total = int(sentences.cardinality())
         return sentences, (total if total >= 0 else None)  # unknown or infinite: None
     if isinstance(sentences, (str, bytes)):
-        raise ValueError(
+        raise ZooError(
             "sentences must be an iterable of strings, not a single string; "
             f"received {sentences[:50]!r}"
         )
     sentences = list(sentences)
     for sentence in sentences:
         if not isinstance(sentence, (str, bytes)):
-            raise ValueError(
+            raise ZooError(
                 "sentences must contain str or bytes; received an element of type "
                 f"{type(sentence).__name__}: {sentence!r}"
             )
@@ -139,29 +140,29 @@ def train_wordpiece_vocabulary(
     """
     reserved_tokens = _check_reserved_tokens(reserved_tokens)
     if not isinstance(vocab_size, int) or vocab_size < len(reserved_tokens) + 2:
-        raise ValueError(
+        raise ZooError(
             f"vocab_size must be an int of at least len(reserved_tokens) + 2 = "
             f"{len(reserved_tokens) + 2}; received vocab_size={vocab_size!r}"
         )
     if algorithm not in ALGORITHMS:
-        raise ValueError(
+        raise ZooError(
             f"algorithm must be 'bpe' or 'tensorflow_text'; received algorithm={algorithm!r}"
         )
     if learn_params is not None and algorithm != "tensorflow_text":
-        raise ValueError(
+        raise ZooError(
             f"learn_params is only used with algorithm='tensorflow_text'; received "
             f"algorithm={algorithm!r}, learn_params={learn_params!r}"
         )
     if not isinstance(min_frequency, int) or min_frequency < 1:
-        raise ValueError(f"min_frequency must be an int >= 1; received {min_frequency!r}")
+        raise ZooError(f"min_frequency must be an int >= 1; received {min_frequency!r}")
     if not isinstance(max_unique_chars, int) or max_unique_chars < 1:
-        raise ValueError(f"max_unique_chars must be an int >= 1; received {max_unique_chars!r}")
+        raise ZooError(f"max_unique_chars must be an int >= 1; received {max_unique_chars!r}")
 
     word_counts = count_words(sentences, lower_case, normalization_form, progress=progress)
     for token in reserved_tokens:
         word_counts.pop(token, None)
     if not word_counts:
-        raise ValueError("sentences contain no words; cannot learn a vocabulary")
+        raise ZooError("sentences contain no words; cannot learn a vocabulary")
 
     if algorithm == "bpe":
         return learn_wordpiece_bpe(

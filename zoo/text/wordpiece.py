@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from zoo import files
+from zoo.errors import ZooError
 from zoo.text.ids import ID_SPECS, clean_ids, lookup_ids
 from zoo.text.normalization import check_options, split_words
 from zoo.text.special import RESERVED_TOKENS, UNK_ID, UNK_TOKEN
@@ -39,7 +40,7 @@ def _read_vocabulary_file(path):
         lines.pop()  # the final newline
     tokens = [line.rstrip("\r") for line in lines]
     if "" in tokens:
-        raise ValueError(
+        raise ZooError(
             f"{path}: line {tokens.index('') + 1} is empty; a vocabulary file has one token "
             "a line (the line number is the id plus one)"
         )
@@ -95,7 +96,7 @@ class WordPieceTokenizer(tf.Module):
         vocabulary = list(vocabulary)
         self._check_vocabulary(vocabulary)
         if not isinstance(max_bytes_per_word, int) or max_bytes_per_word < 1:
-            raise ValueError(
+            raise ZooError(
                 f"max_bytes_per_word must be a positive int; received {max_bytes_per_word!r}"
             )
         self._vocabulary = vocabulary
@@ -130,7 +131,7 @@ class WordPieceTokenizer(tf.Module):
     @staticmethod
     def _check_vocabulary(vocabulary):
         if tuple(vocabulary[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
-            raise ValueError(
+            raise ZooError(
                 f"vocabulary must start with {list(RESERVED_TOKENS)}; received "
                 f"{vocabulary[: len(RESERVED_TOKENS)]}"
             )
@@ -141,13 +142,13 @@ class WordPieceTokenizer(tf.Module):
                 or token != token.strip()
                 or any(char.isspace() for char in token)
             ):
-                raise ValueError(
+                raise ZooError(
                     f"vocabulary tokens must be non-empty str without whitespace; received "
                     f"{token!r} at id {index}"
                 )
         if len(set(vocabulary)) != len(vocabulary):
             duplicates = sorted(t for t, c in collections.Counter(vocabulary).items() if c > 1)
-            raise ValueError(f"vocabulary has duplicate tokens: {duplicates[:10]}")
+            raise ZooError(f"vocabulary has duplicate tokens: {duplicates[:10]}")
 
     @classmethod
     def from_corpus(

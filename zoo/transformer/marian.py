@@ -37,6 +37,7 @@ import pathlib
 import numpy as np
 
 from zoo import checkpoints, registry, transformer
+from zoo.errors import ZooError
 from zoo.transformer import TransformerConfig
 
 CONFIG_FILENAME = "config.json"
@@ -61,7 +62,7 @@ _SIZE_FIELDS = ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
                 "pad_token_id", "eos_token_id")
 
 
-class FolderError(ValueError):
+class FolderError(ZooError):
     """A folder that is not an importable Marian checkpoint (the message names the file/field)."""
 
 
@@ -194,7 +195,7 @@ def transformer_config(folder, base=None, **overrides):
     base = base if base is not None else TransformerConfig()
     try:
         return dataclasses.replace(base, **fields)
-    except ValueError as error:
+    except ZooError as error:
         raise FolderError(f"{pathlib.Path(folder) / CONFIG_FILENAME}: {error}") from None
 
 
@@ -213,7 +214,7 @@ def read_weights(folder):
             raise FolderError(f"{folder / WEIGHTS_FILENAME}: not found (nor {TORCH_WEIGHTS_FILENAME})")
     try:
         tensors = checkpoints.read(path)
-    except ValueError as error:
+    except ZooError as error:
         raise FolderError(str(error)) from None
     return {name: np.asarray(value, dtype="float32") for name, value in tensors.items()}
 
@@ -315,7 +316,7 @@ def import_folder(folder, **overrides):
         `zoo.text.marian.MarianTokenizer`s carrying Marian's special ids.
 
     Raises:
-        FolderError (a ValueError) or FileNotFoundError, one line naming the file or field.
+        FolderError (a ZooError) or FileNotFoundError, one line naming the file or field.
     """
     source_tokenizer, target_tokenizer = load_tokenizers(folder)
     model, _ = build_model(folder, **overrides)

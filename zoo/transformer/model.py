@@ -18,6 +18,7 @@ import keras
 import keras_attention as ka
 from keras_attention.layers.positional import LAYOUTS
 from zoo import registry
+from zoo.errors import ZooError
 from zoo.transformer.layers import FinalLogitsBias, PaddingMask
 
 ACTIVATIONS = ("relu", "gelu", "swish")
@@ -84,25 +85,25 @@ class TransformerConfig:
         registry.check_choice(self, "positional_layout", LAYOUTS)
         for name in ("scale_embeddings", "final_logits_bias"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"`{name}` must be a bool; received {name}={getattr(self, name)!r}.")
+                raise ZooError(f"`{name}` must be a bool; received {name}={getattr(self, name)!r}.")
         smallest = min(self.source_vocab, self.target_vocab)
         for name in ("pad_id", "start_id", "end_id"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < smallest:
-                raise ValueError(
+                raise ZooError(
                     f"`{name}` must be an id in [0, {smallest}) (the vocabulary); "
                     f"received {name}={value!r}."
                 )
         if self.end_id == self.pad_id:
-            raise ValueError(f"`end_id` must differ from `pad_id`; both are {self.pad_id}.")
+            raise ZooError(f"`end_id` must differ from `pad_id`; both are {self.pad_id}.")
         registry.check_choice(self, "attention", ("softmax", "linear"))
         if self.attention == "linear" and self.attention_dropout > 0:
-            raise ValueError(
+            raise ZooError(
                 "attention='linear' has no attention weights to drop; received "
                 f"attention_dropout={self.attention_dropout}."
             )
         if self.d_model % self.num_heads:
-            raise ValueError(
+            raise ZooError(
                 "num_heads must divide d_model; received "
                 f"num_heads={self.num_heads}, d_model={self.d_model}."
             )

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
 from zoo import registry
+from zoo.errors import ZooError
 from zoo.tuning.space import FIT_ARGUMENTS, SearchSpace
 
 
@@ -63,13 +64,13 @@ class ZooHyperModel(keras_tuner.HyperModel):
         """The config fields of the trial `hp`: the searched values and the fixed ones."""
         overrides = self.search_space(hp, dict(self.fixed))
         if not isinstance(overrides, dict):
-            raise ValueError(
+            raise ZooError(
                 f"The search space of {self.model_name!r} must return a dict of config "
                 f"overrides; received {type(overrides).__name__}."
             )
         unknown = sorted(set(overrides) - self._fields)
         if unknown:
-            raise ValueError(
+            raise ZooError(
                 f"The search space of {self.model_name!r} returned unknown config field(s) "
                 f"{', '.join(unknown)}. Valid fields: {', '.join(sorted(self._fields))}."
             )
@@ -89,7 +90,7 @@ class ZooHyperModel(keras_tuner.HyperModel):
     def fit(self, hp, model, x=None, y=None, *args, validation_data=None, **kwargs):
         """Train `model` with the trial's batch size; returns the `History`."""
         if "batch_size" in kwargs:
-            raise ValueError(
+            raise ZooError(
                 "Do not pass `batch_size` to search/fit: it is a hyperparameter. Fix it with "
                 "zoo.hypermodel(name, batch_size=...) or narrow it with space={'batch_size': [...]}."
             )
@@ -100,7 +101,7 @@ class ZooHyperModel(keras_tuner.HyperModel):
         x_is_function = is_data_function(x)
         if x_is_function or is_data_function(validation_data):
             if batch_size is None:
-                raise ValueError(
+                raise ZooError(
                     "Data given as a function batch_size -> dataset needs a batch size; "
                     "received batch_size=None."
                 )
@@ -111,7 +112,7 @@ class ZooHyperModel(keras_tuner.HyperModel):
             if is_data_function(validation_data):
                 validation_data = validation_data(batch_size)
         elif is_dataset(x) and batch_size is not None:
-            raise ValueError(
+            raise ZooError(
                 f"The batch size is a hyperparameter (batch_size={batch_size}) but `x` is an "
                 "already batched tf.data.Dataset: pass arrays or a function "
                 "batch_size -> dataset, or make the hypermodel with batch_size=None."
@@ -133,8 +134,8 @@ def _validate_candidates(name, space, fixed):
         overrides = space(hp, fixed)
         try:
             registry.config(name, **{**overrides, **fixed})
-        except ValueError as error:
-            raise ValueError(f"Tuning {name!r}: {what} gives an invalid config: {error}") from None
+        except ZooError as error:
+            raise ZooError(f"Tuning {name!r}: {what} gives an invalid config: {error}") from None
 
     check({}, f"the fixed values {fixed} with the search space's first values")
     for hp_name, param in space.params.items():
@@ -175,7 +176,7 @@ def hypermodel(name, *, space=None, **fixed):
     item = registry.entry(name)
     search = registry.search_space(name)
     if search is None:
-        raise ValueError(
+        raise ZooError(
             f"Model {name!r} has no search space: register it with "
             "zoo.register(..., search_space=...) or use one of the zoo's config classes."
         )
@@ -188,7 +189,7 @@ def hypermodel(name, *, space=None, **fixed):
         # need not suit the entry's patch_size, which is searched).
         fields, unknown = _unknown_fields(item.config, fixed)
         if unknown:
-            raise ValueError(
+            raise ZooError(
                 f"Unknown field(s) {', '.join(unknown)} for model {name!r}. "
                 f"Valid fields: {', '.join(fields)} (and batch_size)."
             )
@@ -197,7 +198,7 @@ def hypermodel(name, *, space=None, **fixed):
         _validate_candidates(name, search, fixed)
     else:
         if space:
-            raise ValueError(
+            raise ZooError(
                 f"`space` overrides need a zoo.tuning.SearchSpace; the search space of {name!r} "
                 f"is a function ({getattr(search, '__name__', search)!r})."
             )
@@ -205,13 +206,13 @@ def hypermodel(name, *, space=None, **fixed):
         # A dry run at the defaults: returned fields and values are checked now.
         overrides = search(keras_tuner.HyperParameters(), dict(fixed))
         if not isinstance(overrides, dict):
-            raise ValueError(
+            raise ZooError(
                 f"The search space of {name!r} must return a dict of config overrides; "
                 f"received {type(overrides).__name__}."
             )
         fields, unknown = _unknown_fields(item.config, overrides)
         if unknown:
-            raise ValueError(
+            raise ZooError(
                 f"The search space of {name!r} returned unknown config field(s) "
                 f"{', '.join(unknown)}. Valid fields: {', '.join(fields)}."
             )

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_attention.checks import check_positive_int
 from zoo import distribute, files
+from zoo.errors import ZooError
 from zoo.tuning.hypermodel import hypermodel, is_data_function, is_dataset
 from zoo.tuning.results import (
     BEST_CONFIG,
@@ -38,11 +39,11 @@ def parse_objective(spec):
     if isinstance(spec, keras_tuner.Objective):
         return spec
     if not isinstance(spec, str) or not spec:
-        raise ValueError(f"`objective` must be a metric name; received {spec!r}.")
+        raise ZooError(f"`objective` must be a metric name; received {spec!r}.")
     name, _, direction = spec.partition(":")
     if direction:
         if direction not in ("min", "max"):
-            raise ValueError(
+            raise ZooError(
                 f"The objective's direction must be 'min' or 'max'; received {spec!r}."
             )
     else:
@@ -52,7 +53,7 @@ def parse_objective(spec):
         elif any(word in lowered for word in _MAXIMISE):
             direction = "max"
         else:
-            raise ValueError(
+            raise ZooError(
                 f"Cannot tell whether to minimise or maximise {name!r}: write "
                 f"'{name}:min' or '{name}:max'."
             )
@@ -92,7 +93,7 @@ def make_tuner(
         max_consecutive_failed_trials: stop after this many failed trials in a row.
     """
     if tuner not in TUNERS:
-        raise ValueError(f"`tuner` must be one of {TUNERS}; received tuner={tuner!r}.")
+        raise ZooError(f"`tuner` must be one of {TUNERS}; received tuner={tuner!r}.")
     check_positive_int("max_trials", max_trials)
     if isinstance(strategy, str):
         strategy = distribute.get_strategy(strategy)
@@ -118,13 +119,13 @@ def make_tuner(
 def _split_data(data):
     if isinstance(data, tuple):
         if len(data) != 2:
-            raise ValueError(
+            raise ZooError(
                 f"`data` as a tuple must be (x, y); received a tuple of {len(data)} items."
             )
         return data
     if is_dataset(data) or is_data_function(data):
         return data, None
-    raise ValueError(
+    raise ZooError(
         "`data` must be (x, y) arrays, a function batch_size -> tf.data.Dataset or a batched "
         f"tf.data.Dataset; received {type(data).__name__}."
     )
@@ -220,13 +221,13 @@ def _check_tune_inputs(x, fixed, objective, validation_data, validation_split):
     """Refuse a batch size for a batched dataset, and a validation objective without validation data."""
     if is_dataset(x):
         if fixed.setdefault("batch_size", None) is not None:  # the dataset's own batches
-            raise ValueError(
+            raise ZooError(
                 f"batch_size={fixed['batch_size']!r} cannot apply to an already batched "
                 "tf.data.Dataset: leave batch_size out, or pass arrays or a function "
                 "global_batch_size -> dataset."
             )
     if objective_requires_validation(objective) and validation_data is None and not validation_split:
-        raise ValueError(
+        raise ZooError(
             f"The objective {objective!r} is a validation metric: pass validation_data "
             "(or validation_split with arrays)."
         )
@@ -278,7 +279,7 @@ def _check_same_search(project_dir, model, tuner, objective_spec, overwrite):
         saved = files.read_json(path, dict)
         changed = sorted(k for k in settings if settings[k] != saved.get(k))
         if changed:
-            raise ValueError(
+            raise ZooError(
                 f"{project_dir} holds a search with other settings ({', '.join(changed)} "
                 "differ), so it cannot be continued: pass the same model, fixed values, "
                 "space, tuner and objective, overwrite=True (--overwrite) to start over, or "

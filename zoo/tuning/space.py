@@ -9,6 +9,8 @@ each one sets (`fields=`, `derive=`), keeps divisibility constraints
 import dataclasses
 from typing import Any, Callable
 
+from zoo.errors import ZooError
+
 # Search-space names that are `fit` arguments, not config fields.
 FIT_ARGUMENTS = ("batch_size",)
 
@@ -17,7 +19,7 @@ def _check_fields(fields):
     if fields is not None and (
         not isinstance(fields, tuple) or not all(isinstance(f, str) for f in fields)
     ):
-        raise ValueError(f"`fields` must be a tuple of config field names; received {fields!r}.")
+        raise ZooError(f"`fields` must be a tuple of config field names; received {fields!r}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,15 +44,15 @@ class Choice:
         _check_fields(self.fields)
         if not callable(self.values):
             if isinstance(self.values, (str, bytes)) or not hasattr(self.values, "__iter__"):
-                raise ValueError(f"Choice `values` must be a list; received {self.values!r}.")
+                raise ZooError(f"Choice `values` must be a list; received {self.values!r}.")
             values = tuple(self.values)
             if not values:
-                raise ValueError("Choice `values` must not be empty.")
+                raise ZooError("Choice `values` must not be empty.")
             types = {type(v) for v in values}
             if types == {int, float}:  # keras-tuner wants one type: [0, 0.1] -> [0.0, 0.1]
                 values = tuple(float(v) for v in values)
             elif len(types) > 1 or not types <= {int, float, str, bool}:
-                raise ValueError(
+                raise ZooError(
                     "Choice values must be int, float, str or bool, all of one type; "
                     f"received {list(values)!r}."
                 )
@@ -114,17 +116,17 @@ def _check_range(spec, types):
     for bound in ("min_value", "max_value"):
         value = getattr(spec, bound)
         if isinstance(value, bool) or not isinstance(value, types):
-            raise ValueError(f"{kind} `{bound}` must be a number; received {value!r}.")
+            raise ZooError(f"{kind} `{bound}` must be a number; received {value!r}.")
     if spec.min_value > spec.max_value:
-        raise ValueError(
+        raise ZooError(
             f"{kind} range is empty: min_value={spec.min_value!r} > max_value={spec.max_value!r}."
         )
     if spec.sampling not in ("linear", "log", "reverse_log"):
-        raise ValueError(
+        raise ZooError(
             f"{kind} `sampling` must be 'linear', 'log' or 'reverse_log'; received {spec.sampling!r}."
         )
     if spec.sampling != "linear" and spec.min_value <= 0:
-        raise ValueError(
+        raise ZooError(
             f"{kind} with sampling={spec.sampling!r} needs min_value > 0; "
             f"received min_value={spec.min_value!r}."
         )
@@ -143,15 +145,15 @@ def _as_param(name, spec, old):
         param = spec
     elif isinstance(spec, (list, tuple)):
         if not spec:
-            raise ValueError(f"The values of hyperparameter `{name}` must not be empty.")
+            raise ZooError(f"The values of hyperparameter `{name}` must not be empty.")
         try:
             param = Choice(tuple(spec))
-        except ValueError as error:
-            raise ValueError(f"Hyperparameter `{name}`: {error}") from None
+        except ZooError as error:
+            raise ZooError(f"Hyperparameter `{name}`: {error}") from None
     elif isinstance(spec, dict):
         unknown = sorted(set(spec) - {"min_value", "max_value", "step", "sampling"})
         if unknown or "min_value" not in spec or "max_value" not in spec:
-            raise ValueError(
+            raise ZooError(
                 f"A range for hyperparameter `{name}` takes min_value, max_value and "
                 f"optionally step and sampling; received {spec!r}."
             )
@@ -161,10 +163,10 @@ def _as_param(name, spec, old):
         ) and isinstance(spec.get("step", 1), int)
         try:
             param = (Int if integer else Float)(**spec)
-        except ValueError as error:
-            raise ValueError(f"Hyperparameter `{name}`: {error}") from None
+        except ZooError as error:
+            raise ZooError(f"Hyperparameter `{name}`: {error}") from None
     else:
-        raise ValueError(
+        raise ZooError(
             f"Hyperparameter `{name}`: expected a list of values, a dict "
             "{'min_value': ..., 'max_value': ...} or a zoo.tuning.Choice/Int/Float; received "
             f"{spec!r}. To hold a config field constant, pass it as a fixed value instead."
@@ -194,7 +196,7 @@ class SearchSpace:
     def __init__(self, params, divides=(), description="", *, explicit=(), base=None):
         for name, param in params.items():
             if not isinstance(param, _SPECS):
-                raise ValueError(
+                raise ZooError(
                     f"Search-space entry `{name}` must be a zoo.tuning.Choice, Int or Float; "
                     f"received {param!r}."
                 )
@@ -212,7 +214,7 @@ class SearchSpace:
         """A copy with the values of the named hyperparameters replaced (see the module doc)."""
         unknown = sorted(set(overrides) - set(self.params))
         if unknown:
-            raise ValueError(
+            raise ZooError(
                 f"Unknown hyperparameter(s) {', '.join(unknown)} in the search space. "
                 f"Valid names: {', '.join(self.params)}."
             )
@@ -248,7 +250,7 @@ class SearchSpace:
             if isinstance(param, Choice):
                 values = param.candidates(config)
                 if not values:
-                    raise ValueError(
+                    raise ZooError(
                         f"Hyperparameter `{name}` has no value to choose from for this config."
                     )
                 param = dataclasses.replace(param, values=tuple(values))
@@ -263,15 +265,15 @@ class SearchSpace:
         def values(name):
             if name in params:
                 if not isinstance(params[name], Choice):
-                    raise ValueError(
+                    raise ZooError(
                         f"Hyperparameter `{name}` must be a choice (a list of values): it is "
                         f"constrained by `{divisor}` dividing `{multiple}`."
                     )
                 return params[name].values, True
             if name in config:
                 return (config[name],), False
-            raise ValueError(f"The constraint `{divisor}` divides `{multiple}` names `{name}`, "
-                             "which is neither a hyperparameter nor a config field.")
+            raise ZooError(f"The constraint `{divisor}` divides `{multiple}` names `{name}`, "
+                           "which is neither a hyperparameter nor a config field.")
 
         divisors, divisor_searched = values(divisor)
         multiples, multiple_searched = values(multiple)
@@ -290,19 +292,19 @@ class SearchSpace:
             other = multiple if name == divisor else divisor
             relation = "divide every" if name == divisor else "be a multiple of every"
             if rejected and name in self.explicit:
-                raise ValueError(
+                raise ZooError(
                     f"`{name}` values {rejected} do not {relation} `{other}` value "
                     f"{list(others)} (`{divisor}` must divide `{multiple}`)."
                 )
             if not keep:
-                raise ValueError(
+                raise ZooError(
                     f"No `{name}` value among {list(side)} can {relation} `{other}` value "
                     f"{list(others)} (`{divisor}` must divide `{multiple}`): change `{other}` "
                     f"or give `{name}` values in `space`."
                 )
             params[name] = dataclasses.replace(params[name], values=keep)
         elif multiples[0] % divisors[0]:
-            raise ValueError(
+            raise ZooError(
                 f"`{divisor}` must divide `{multiple}`; received {divisor}={divisors[0]!r}, "
                 f"{multiple}={multiples[0]!r}."
             )

@@ -11,6 +11,7 @@ import numpy as np
 
 import keras_attention as ka
 from zoo import registry
+from zoo.errors import ZooError
 from zoo.vit.augmentation import Augmentation, ShiftedImages
 from zoo.vit.recipe import compile_model, freeze_backbone
 
@@ -115,24 +116,24 @@ class ViTConfig:
         registry.check_choice(self, "pooling", ("cls", "gap", "seq"))
         registry.check_choice(self, "activation", ("gelu", "gelu_tanh"))
         if self.pooled_norm and self.pooling != "gap":
-            raise ValueError(
+            raise ZooError(
                 "`pooled_norm` needs pooling='gap' (the norm of timm's average-pooled ViTs); "
                 f"received pooled_norm=True, pooling={self.pooling!r}."
             )
         _check_pixel_statistics(self)
         if self.image_size % self.patch_size:
-            raise ValueError(
+            raise ZooError(
                 "patch_size must divide image_size; received "
                 f"image_size={self.image_size}, patch_size={self.patch_size}."
             )
         if self.hidden_dim % self.num_heads:
-            raise ValueError(
+            raise ZooError(
                 "num_heads must divide hidden_dim; received "
                 f"num_heads={self.num_heads}, hidden_dim={self.hidden_dim}."
             )
         if self.jit_compile and self.random_zoom:
             # Keras's RandomZoom uses ImageProjectiveTransformV3, which XLA cannot compile.
-            raise ValueError(
+            raise ZooError(
                 "`random_zoom` is not supported with jit_compile=True (XLA has no kernel for "
                 f"its image transform); received random_zoom={self.random_zoom!r}, "
                 "jit_compile=True. Use random_translation / random_flip / random_erasing, "
@@ -200,7 +201,7 @@ def _check_bounds(config, bounds):
     for name, requirement, holds in bounds:
         value = getattr(config, name)
         if not holds(value):
-            raise ValueError(f"`{name}` must be {requirement}; received {name}={value!r}.")
+            raise ZooError(f"`{name}` must be {requirement}; received {name}={value!r}.")
 
 
 def _check_pixel_statistics(config):
@@ -214,12 +215,12 @@ def _check_pixel_statistics(config):
         if (isinstance(value, tuple) and len(value) != config.channels) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
         ):
-            raise ValueError(
+            raise ZooError(
                 f"`{name}` must be a number or a tuple of `channels`={config.channels} numbers; "
                 f"received {name}={value!r}."
             )
         if name == "pixel_std" and not all(v > 0 for v in values):
-            raise ValueError(f"`pixel_std` must be positive; received pixel_std={value!r}.")
+            raise ZooError(f"`pixel_std` must be positive; received pixel_std={value!r}.")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -358,8 +359,9 @@ _CPU = dict(
     patch_size=4, num_layers=4, hidden_dim=64, num_heads=4, mlp_dim=128, num_classes=10,
     learning_rate=1e-3, weight_decay=0.05, warmup_steps=200, decay_steps=5000,
 )
-# vit-tiny's recipe was chosen on Fashion-MNIST (README, "Longer runs"): patch 7
-# (16 tokens) leaves time for ~60 epochs in 15 CPU-minutes; 2 heads and sequence
+# vit-tiny's recipe was chosen on Fashion-MNIST
+# (docs/experiments/vit-fashion-mnist.md#the-recipe-as-it-stands): patch 7 (16 tokens)
+# leaves time for 56-80 epochs in 15 CPU-minutes, depending on the machine; 2 heads and sequence
 # pooling (no class token) make a step cheaper at the same accuracy; shifted
 # patch tokenization, flips, ±1-pixel shifts, random erasing and label smoothing
 # keep that many epochs from overfitting (±2-pixel shifts: slower to learn); the

@@ -26,6 +26,7 @@ import warnings
 
 import numpy as np
 
+from zoo.errors import ZooError
 from zoo.vit.weights.resample import resample_position_embeddings
 
 # The fine-tuning recipe of a model loaded with weights (overrides given to
@@ -79,12 +80,12 @@ class Checkpoint:
     def load_into(self, model, config, name="the model"):
         """Assign the weights to a ViT built from `config` (checked first, then all assigned)."""
         if self.num_layers != config.num_layers:
-            raise ValueError(
+            raise ZooError(
                 f"{self.path}: {self.num_layers} encoder blocks, but {name} has "
                 f"num_layers={config.num_layers}."
             )
         if self.num_heads is not None and self.num_heads != config.num_heads:
-            raise ValueError(
+            raise ZooError(
                 f"{self.path}: {self.num_heads} attention heads, but {name} has "
                 f"num_heads={config.num_heads}."
             )
@@ -116,26 +117,26 @@ class Checkpoint:
         """The array for weight `path` of shape `shape`, checked, resampled or reshaped."""
         source, array = self.tensors.get(path, (None, None))
         if source is None:
-            raise ValueError(f"{self.path}: no {self.format} tensor maps to {name}'s weight "
-                             f"{path} ({name} is not the architecture of this file).")
+            raise ZooError(f"{self.path}: no {self.format} tensor maps to {name}'s weight "
+                           f"{path} ({name} is not the architecture of this file).")
         if array is None:
             if path.endswith(tuple(f"{n}_bias" for n in _ATTENTION)):
                 return np.zeros(shape, np.float32)  # a file without query/key/value biases
-            raise ValueError(f"{self.path}: missing tensor {source!r} (for {name}'s weight {path}).")
+            raise ZooError(f"{self.path}: missing tensor {source!r} (for {name}'s weight {path}).")
         expected = neutral_shape(path, shape)
         if path == "position_embedding/position_embeddings" and array.shape != expected:
             array = self._resampled(source, array, expected, config, name)
         if array.shape != expected:
-            raise ValueError(f"{self.path}: tensor {source!r} has shape {array.shape}, but "
-                             f"{name} needs {expected} for {path}.")
+            raise ZooError(f"{self.path}: tensor {source!r} has shape {array.shape}, but "
+                           f"{name} needs {expected} for {path}.")
         return array.reshape(shape).astype(np.float32)
 
     def _resampled(self, source, table, expected, config, name):
         prefix = int(config.pooling == "cls")
         old = math.isqrt(max(table.shape[0] - prefix, 0))
         if table.ndim != 2 or table.shape[1] != expected[1] or old * old != table.shape[0] - prefix:
-            raise ValueError(f"{self.path}: tensor {source!r} has shape {table.shape}, but "
-                             f"{name} needs {expected} for position_embedding.")
+            raise ZooError(f"{self.path}: tensor {source!r} has shape {table.shape}, but "
+                           f"{name} needs {expected} for position_embedding.")
         return resample_position_embeddings(table, config.image_size // config.patch_size, prefix)
 
 
@@ -161,12 +162,12 @@ def implied_fields(path, tensors):
     _, kernel = tensors.get("patch_embedding/projection/kernel", (None, None))
     _, table = tensors.get("position_embedding/position_embeddings", (None, None))
     if kernel is None or table is None or kernel.ndim != 4 or table.ndim != 2:
-        raise ValueError(f"{path}: no patch embedding kernel (P, P, C, D) and position table.")
+        raise ZooError(f"{path}: no patch embedding kernel (P, P, C, D) and position table.")
     cls = tensors.get("class_token/token", (None, None))[1] is not None
     grid = math.isqrt(table.shape[0] - int(cls))
     if grid * grid != table.shape[0] - int(cls):
-        raise ValueError(f"{path}: the position table's {table.shape[0]} rows are not "
-                         f"{'1 + ' if cls else ''}a square grid.")
+        raise ZooError(f"{path}: the position table's {table.shape[0]} rows are not "
+                       f"{'1 + ' if cls else ''}a square grid.")
     fields = {"pooling": "cls" if cls else "gap", "image_size": grid * kernel.shape[0]}
     _, head = tensors.get("head/kernel", (None, None))
     if head is not None:

@@ -21,6 +21,7 @@ import json
 import pathlib
 
 from zoo import checkpoints as tensor_files
+from zoo.errors import ZooError
 from zoo.vit.weights.checkpoint import Checkpoint, block_path, implied_fields
 
 _GELU = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -81,8 +82,8 @@ def _files(folder):
 def _fields(folder, hf_config):
     activation = hf_config.get("hidden_act", "gelu")
     if activation not in _GELU:
-        raise ValueError(f"{folder / 'config.json'}: hidden_act={activation!r} is not a GELU "
-                         f"the zoo's ViT has ({', '.join(_GELU)}).")
+        raise ZooError(f"{folder / 'config.json'}: hidden_act={activation!r} is not a GELU "
+                       f"the zoo's ViT has ({', '.join(_GELU)}).")
     fields = dict(layer_norm_epsilon=float(hf_config.get("layer_norm_eps", 1e-12)),
                   activation=_GELU[activation], pooled_norm=False, pixel_mean=0.5, pixel_std=0.5)
     preprocessor = folder / "preprocessor_config.json"
@@ -106,12 +107,12 @@ def read(path, sd=None):
         try:
             hf_config = json.loads(config_file.read_text())
         except ValueError:
-            raise ValueError(f"{config_file}: not a JSON file.") from None
+            raise ZooError(f"{config_file}: not a JSON file.") from None
         sd, folder = tensor_files.read(weights), path
     prefix = "vit." if any(n.startswith("vit.") for n in sd) else ""
     if f"{prefix}embeddings.patch_embeddings.projection.weight" not in sd:
-        raise ValueError(f"{path}: no tensor '{prefix}embeddings.patch_embeddings.projection."
-                         "weight': not a Hugging Face ViT checkpoint.")
+        raise ZooError(f"{path}: no tensor '{prefix}embeddings.patch_embeddings.projection."
+                       "weight': not a Hugging Face ViT checkpoint.")
     num_layers = 0
     while any(n.startswith(f"{prefix}encoder.layer.{num_layers}.") for n in sd):
         num_layers += 1

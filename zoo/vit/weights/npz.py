@@ -22,6 +22,7 @@ Google's models take pixels in [-1, 1] and use layer-norm epsilon 1e-6.
 
 import warnings
 
+from zoo.errors import ZooError
 from zoo.vit.weights.checkpoint import Checkpoint, block_path, implied_fields
 
 _PREFIXES = ("", "params/", "opt/target/")
@@ -49,8 +50,8 @@ def _blocks(path, w, prefix):
     while f"{prefix}Transformer/encoderblock_{count}/LayerNorm_0/scale" in w:
         count += 1
     if not count:
-        raise ValueError(f"{path}: no tensor '{prefix}Transformer/encoderblock_0/LayerNorm_0/scale'"
-                         " (nor a scanned Transformer/encoderblock/): not a ViT checkpoint.")
+        raise ZooError(f"{path}: no tensor '{prefix}Transformer/encoderblock_0/LayerNorm_0/scale'"
+                       " (nor a scanned Transformer/encoderblock/): not a ViT checkpoint.")
     return count, f"{prefix}Transformer/encoderblock_{{i}}/", False
 
 
@@ -65,8 +66,8 @@ def _get(w, name, index=None):
 def _prefix(path, w):
     prefix = next((p for p in _PREFIXES if f"{p}embedding/kernel" in w), None)
     if prefix is None:
-        raise ValueError(f"{path}: no tensor 'embedding/kernel' (nor 'params/embedding/kernel'): "
-                         "not a Google ViT checkpoint.")
+        raise ZooError(f"{path}: no tensor 'embedding/kernel' (nor 'params/embedding/kernel'): "
+                       "not a Google ViT checkpoint.")
     return prefix
 
 
@@ -84,8 +85,8 @@ _TOP_LEVEL = {
 def _top_level_tensors(path, w, prefix):
     """The embeddings, the final norm and the head."""
     if any("MAPHead_0/" in name for name in w):
-        raise ValueError(f"{path}: tensor '{prefix}MAPHead_0/...' is an attention-pooling head, "
-                         "which the zoo's ViT does not have.")
+        raise ZooError(f"{path}: tensor '{prefix}MAPHead_0/...' is an attention-pooling head, "
+                       "which the zoo's ViT does not have.")
     tensors = {ours: _get(w, prefix + theirs) for ours, theirs in _TOP_LEVEL.items()}
     position = f"{prefix}Transformer/posembed_input/pos_embedding"
     if position not in w and f"{prefix}pos_embedding" in w:

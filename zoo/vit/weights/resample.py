@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from zoo.errors import ZooError
+
 
 def _cubic(x, a):
     """Keys' cubic convolution kernel with parameter `a`."""
@@ -76,7 +78,7 @@ def resample_position_embeddings(table, grid_size, prefix_tokens=1, antialias=Tr
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
     old = math.isqrt(grid.shape[0])
     if old * old != grid.shape[0]:
-        raise ValueError(
+        raise ZooError(
             f"The position table's {grid.shape[0]} grid rows (after {prefix_tokens} prefix "
             "rows) are not a square grid; received table.shape="
             f"{tuple(table.shape)}."

@@ -21,6 +21,7 @@ pixel_std=(0.229, 0.224, 0.225)` given to `zoo.get`.
 import json
 import pathlib
 
+from zoo.errors import ZooError
 from zoo.vit.weights.checkpoint import Checkpoint, block_path, implied_fields
 
 # What a timm file is assumed to take when its folder does not say: [-1, 1].
@@ -38,7 +39,7 @@ def _check_supported(path, sd):
     for name in sd:
         for marker, what in _UNSUPPORTED.items():
             if marker in name:
-                raise ValueError(f"{path}: tensor {name!r} is {what}, which the zoo's ViT does "
+                raise ZooError(f"{path}: tensor {name!r} is {what}, which the zoo's ViT does "
                                  "not have.")
 
 
@@ -88,7 +89,7 @@ def _statistic(config, key, value):
     """A `mean`/`std` of timm's config as a `ViTConfig` value (a float, or one per channel)."""
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        raise ValueError(f"{config}: {key}={value!r} is not a number or a list of numbers.")
+        raise ZooError(f"{config}: {key}={value!r} is not a number or a list of numbers.")
     return float(values[0]) if len(set(values)) == 1 else tuple(float(v) for v in values)
 
 
@@ -120,7 +121,7 @@ def input_statistics(path):
 def read(path, sd):
     """The `Checkpoint` of a timm state dict `sd` (from `zoo.checkpoints.read`)."""
     if "patch_embed.proj.weight" not in sd or "pos_embed" not in sd:
-        raise ValueError(f"{path}: no tensors 'patch_embed.proj.weight' and 'pos_embed': not a "
+        raise ZooError(f"{path}: no tensors 'patch_embed.proj.weight' and 'pos_embed': not a "
                          "timm ViT state dict (nor a Hugging Face one).")
     _check_supported(path, sd)
     num_layers = 0
