@@ -1,10 +1,13 @@
 """Tests for keras_attention/kv_cache.py: buffer writes, the buffer's mask and the
 decoding-step product, against NumPy."""
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attention import kv_cache
+from keras_attention.layers.multi_head import MultiHeadAttention
 
 
 @pytest.mark.parametrize("axis", [2, 3])
@@ -39,3 +42,20 @@ def test_batched_matmul_matches_numpy(rng, queries):
     b = rng.normal(size=(2, 4, 5, 7)).astype("float32")
     np.testing.assert_allclose(np.asarray(kv_cache.batched_matmul(a, b)), a @ b, rtol=1e-5,
                                atol=1e-6)
+
+
+def _op_types(fn):
+    return {op.type for op in tf.function(fn).get_concrete_function().graph.get_operations()}
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="BatchMatMulV3 is TensorFlow's")
+def test_only_the_cached_decoding_step_uses_batch_mat_mul_v3(rng):
+    """The V3 product pays in cached decoding steps only (see `batched_matmul`)."""
+    layer = MultiHeadAttention(2, 4)
+    query = tf.constant(rng.normal(size=(1, 1, 8)).astype("float32"))  # one query
+    value = tf.constant(rng.normal(size=(1, 5, 8)).astype("float32"))
+    layer(query, value)
+    assert "BatchMatMulV3" not in _op_types(lambda: layer(query, value))
+    key_cache, value_cache = layer.empty_cache(1, 5)
+    step = _op_types(lambda: layer.call_with_cache(query, key_cache, value_cache, cache_index=2)[0])
+    assert "BatchMatMulV3" in step
