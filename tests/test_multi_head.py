@@ -596,8 +596,8 @@ def test_xla_matches_eager(rng, scoring):
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
-    # One query (T = 1, a decoding step) takes its own matmul kernel: the same
-    # outputs, weights and gradients as that row of a longer query.
+    # One query (T = 1): the same outputs, weights and gradients as that row of a
+    # longer query. (Cached decoding steps: tests/test_kv_cache.py.)
     query, value = tf.constant(randn(rng, 2, 3, 8)), tf.constant(randn(rng, 2, 5, 8))
     mask = np.array([[True] * 5, [True, True, False, False, False]])
     layer = built_layer(rng, query, value)
@@ -625,7 +625,7 @@ def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_single_query_under_mixed_precision(rng, policy):
-    # The T = 1 kernel is float32-only on CPU; half precision keeps the usual matmul.
+    # One query in half precision, as one row of the float32 layer.
     query, value = randn(rng, 2, 1, 8), randn(rng, 2, 5, 8)
     reference = built_layer(rng, query, value)
     keras.mixed_precision.set_global_policy(policy)
