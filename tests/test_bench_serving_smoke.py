@@ -27,9 +27,11 @@ def test_bench_serving_quick_serves_every_request(tmp_path):
     ]
     for row in rows:
         assert row["failed"] == 0 and row["requests"] == 8 and row["batch"] == 2
-        assert row["requests_per_second"] > 0
+        assert np.isclose(row["requests_per_second"] * row["seconds"], 8)
         assert np.isclose(row["sentences_per_second"], 2 * row["requests_per_second"])
         assert 0 < row["p50_ms"] <= row["p99_ms"]
+        if row["threads"] == 1:  # one after the other: half the requests take >= p50 each
+            assert 4 * row["p50_ms"] <= 1e3 * row["seconds"], row
 
 
 def test_failed_and_wrong_answers_are_counted(monkeypatch):

@@ -29,6 +29,17 @@ def test_bench_train_quick_runs_and_prints_the_table():
     assert "| workload | dropout | compile | zoo | keras-hub | zoo / keras-hub |" in out
     assert "transformer (target tokens/s)" in out and "vit (images/s)" in out
     assert "Target zoo >= 1.2x keras-hub at equal size" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| transformer (", "| vit ("))]
+    assert rows, out
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        # "1,234 (5%, 1.9 cores)": the median rate, rounded to an integer.
+        zoo_rate, hub_rate = (float(cell.split()[0].replace(",", "")) for cell in cells[3:5])
+        ratio = float(cells[5].strip("*×"))
+        # zoo / keras-hub is the ratio of the two median rates, up to their rounding.
+        low = (zoo_rate - 0.5) / (hub_rate + 0.5)
+        high = (zoo_rate + 0.5) / max(hub_rate - 0.5, 1e-9)
+        assert low - 0.005 <= ratio <= high + 0.005, row
 
 
 def test_bench_train_exits_clearly_without_keras_hub(tmp_path):

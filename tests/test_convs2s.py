@@ -290,6 +290,17 @@ def test_cached_steps_give_the_full_models_logits(model, rng):
         stepper.prepare(tf.constant(SOURCE), 1, 33)
 
 
+def test_numbered_layers_are_the_blocks_in_order_up_to_the_first_gap(model):
+    layers = {layer.name: layer for layer in model.layers}
+    for prefix in ("convolutional_encoder_block_", "convolutional_decoder_block_"):
+        expected = [layer for layer in model.layers if layer.name.startswith(prefix)]
+        expected.sort(key=lambda layer: int(layer.name[len(prefix):]))
+        assert len(expected) == 2
+        assert families.numbered_layers(layers, prefix) == expected
+    assert families.numbered_layers({"b_0": "x", "b_1": "y", "b_3": "z"}, "b_") == ["x", "y"]
+    assert families.numbered_layers({"b_1": "y"}, "b_") == []
+
+
 @pytest.mark.parametrize("use_cache", [True, False], ids=["cached", "full_model"])
 def test_greedy_decode_equals_a_python_argmax_loop(model, use_cache):
     assert families.model_family(model) == "convs2s"

@@ -1,10 +1,13 @@
 """Tests for keras_attention/kv_cache.py: buffer writes, the buffer's mask and the
 decoding-step product, against NumPy."""
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attention import kv_cache
+from keras_attention.layers.multi_head import MultiHeadAttention
 
 
 @pytest.mark.parametrize("axis", [2, 3])
@@ -39,3 +42,61 @@ def test_batched_matmul_matches_numpy(rng, queries):
     b = rng.normal(size=(2, 4, 5, 7)).astype("float32")
     np.testing.assert_allclose(np.asarray(kv_cache.batched_matmul(a, b)), a @ b, rtol=1e-5,
                                atol=1e-6)
+
+
+def _op_types(fn):
+    return {op.type for op in tf.function(fn).get_concrete_function().graph.get_operations()}
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="BatchMatMulV3 is TensorFlow's")
+def test_only_the_cached_decoding_step_uses_batch_mat_mul_v3(rng):
+    """The V3 product pays in cached decoding steps only (see `batched_matmul`)."""
+    layer = MultiHeadAttention(2, 4)
+    query = tf.constant(rng.normal(size=(1, 1, 8)).astype("float32"))  # one query
+    value = tf.constant(rng.normal(size=(1, 5, 8)).astype("float32"))
+    layer(query, value)
+    assert "BatchMatMulV3" not in _op_types(lambda: layer(query, value))
+    key_cache, value_cache = layer.empty_cache(1, 5)
+    step = _op_types(lambda: layer.call_with_cache(query, key_cache, value_cache, cache_index=2)[0])
+    assert "BatchMatMulV3" in step
+
+
+def _steps(layer, x, step):
+    """`x` `(B, T, D)` one position at a time through `step` (a `call_with_cache`)."""
+    keys, values = layer.empty_cache(x.shape[0], x.shape[1])
+    outputs = []
+    for t in range(x.shape[1]):
+        output, keys, values = step(x[:, t : t + 1], keys, values, tf.constant(t))
+        outputs.append(np.asarray(output, "float32"))
+    return np.concatenate(outputs, 1)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_cached_steps_equal_the_causal_call_compiled_or_not(rng, jit_compile):
+    """The one-query products of a step (BatchMatMulV3 on TensorFlow), also under XLA."""
+    x = tf.constant(rng.normal(size=(2, 4, 8)).astype("float32"))
+    layer = MultiHeadAttention(2, 4)
+    full = np.asarray(layer(x, x, use_causal_mask=True))
+    step = tf.function(
+        lambda q, k, v, t: layer.call_with_cache(q, k, v, cache_index=t), jit_compile=jit_compile
+    )
+    np.testing.assert_allclose(_steps(layer, x, step), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_cached_steps_under_mixed_precision(rng, policy):
+    """Half-precision buffers with a float32 input (as `zoo.decode` steps get): BatchMatMulV3
+    has no kernel for mixed operands, so the product falls back to `ops.matmul`."""
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    reference = MultiHeadAttention(2, 4)
+    expected = np.asarray(reference(x, x, use_causal_mask=True))
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        layer = MultiHeadAttention(2, 4)
+        layer(x, x)
+        layer.set_weights(reference.get_weights())
+        step = tf.function(lambda q, k, v, t: layer.call_with_cache(q, k, v, cache_index=t))
+        steps = _steps(layer, tf.constant(x), step)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    np.testing.assert_allclose(steps, expected, atol=5e-2)

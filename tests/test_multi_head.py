@@ -221,13 +221,32 @@ def test_keras_mask_propagation_matches_keras(rng):
     )
 
 
-def test_output_carries_the_query_mask_like_keras():
+def test_output_carries_the_query_mask_like_keras(rng):
+    """A masked average pooling after each layer reads the mask the output carries: the
+    same numbers for ours and Keras (copied weights, the same padding), and the mean over
+    the real positions of an eager call with explicit masks. (Padded positions differ: Keras
+    gives them a uniform average, we the output bias; an unmasked mean would include them.)"""
     ids = keras.Input((None,), dtype="int32")
-    embedded = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
-    keras_output = keras.layers.MultiHeadAttention(2, 4)(embedded, embedded)
-    assert getattr(keras_output, "_keras_mask", None) is not None
-    ours_output = MultiHeadAttention(2, 4)(embedded, embedded)
-    assert getattr(ours_output, "_keras_mask", None) is not None
+    embedding = keras.layers.Embedding(10, 8, mask_zero=True)
+    pooling = keras.layers.GlobalAveragePooling1D()
+    ours = MultiHeadAttention(2, 4)
+    reference = keras.layers.MultiHeadAttention(2, 4)
+    outputs = []
+    for layer in (ours, reference):
+        embedded = embedding(ids)  # one call per layer: Keras's layer deletes its inputs' mask
+        outputs.append(pooling(layer(embedded, embedded)))
+    model = keras.Model(ids, outputs)
+    randomize(reference, rng)
+    copy_keras_weights(ours, reference)
+    batch = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 0], [1, 0, 0, 0, 0]])
+    ours_pooled, keras_pooled = (to_numpy(x) for x in model(batch))
+    np.testing.assert_allclose(ours_pooled, keras_pooled, atol=ATOL)
+    mask = batch != 0
+    embedded = to_numpy(embedding(batch))
+    full = to_numpy(ours(embedded, embedded, query_mask=mask, value_mask=mask))  # (B, T, D)
+    expected = (full * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    np.testing.assert_allclose(ours_pooled, expected, atol=ATOL)
+    assert not np.allclose(full.mean(1), expected, atol=1e-3)  # the padding would change it
 
 
 def test_symbolic_call_returns_attention_scores():
@@ -578,8 +597,8 @@ def test_xla_matches_eager(rng, scoring):
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
-    # One query (T = 1, a decoding step) takes its own matmul kernel: the same
-    # outputs, weights and gradients as that row of a longer query.
+    # One query (T = 1): the same outputs, weights and gradients as that row of a
+    # longer query. (Cached decoding steps: tests/test_kv_cache.py.)
     query, value = tf.constant(randn(rng, 2, 3, 8)), tf.constant(randn(rng, 2, 5, 8))
     mask = np.array([[True] * 5, [True, True, False, False, False]])
     layer = built_layer(rng, query, value)
@@ -607,7 +626,7 @@ def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_single_query_under_mixed_precision(rng, policy):
-    # The T = 1 kernel is float32-only on CPU; half precision keeps the usual matmul.
+    # One query in half precision, as one row of the float32 layer.
     query, value = randn(rng, 2, 1, 8), randn(rng, 2, 5, 8)
     reference = built_layer(rng, query, value)
     keras.mixed_precision.set_global_policy(policy)

@@ -41,14 +41,23 @@ def test_a_name_lookup_of_an_outside_host_fails_naming_it(expect_network_block):
 
 
 def test_loopback_stays_open():
+    peers = []
+
+    def accept(server):
+        connection, address = server.accept()  # raises socket.timeout after 5 s
+        peers.append(address)
+        connection.close()
+
     with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(5)
         port = server.getsockname()[1]
-        # The lambda defers accept() to the thread (PLW0108 sees only the trailing call).
-        accepted = threading.Thread(target=lambda: server.accept()[0].close())  # noqa: PLW0108
+        accepted = threading.Thread(target=accept, args=(server,), daemon=True)
         accepted.start()
-        with socket.create_connection(("localhost", port), timeout=5):
-            pass
+        with socket.create_connection(("localhost", port), timeout=5) as client:
+            client_address = client.getsockname()
         accepted.join(timeout=5)
+        assert not accepted.is_alive()
+    assert peers == [client_address]  # the server accepted this very connection
 
 
 def test_a_swallowed_block_is_still_recorded(expect_network_block):

@@ -362,6 +362,24 @@ def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
     assert json.loads((out / "metrics.json").read_text())["greedy"] == metrics["greedy"]
 
 
+class _NumberTokenizer:
+    """Space-separated integers are the ids; Marian-like own end and padding ids."""
+
+    special_ids = {"pad": 9, "end": 7}
+
+    def tokenize(self, text):
+        return tf.strings.to_number(tf.strings.split(text), tf.int32)  # (B, (S))
+
+
+def test_padded_sources_are_the_ragged_encoding_padded_with_the_tokenizers_ids():
+    tokenizer = _NumberTokenizer()
+    ragged = text.special.encode_sources(tokenizer, tf.constant(["4 5 6 8", "8"]), 3, end_id=7)
+    assert ragged.to_list() == [[4, 5, 7], [8, 7]]  # cut to max_length - 1, then [END]
+    padded = runs.padded_sources(tokenizer, ["4 5 6 8", "8"], max_length=3)
+    np.testing.assert_array_equal(padded.numpy(), [[4, 5, 7], [8, 7, 9]])
+    assert padded.dtype == tf.int32
+
+
 def test_canonical_references_and_scores():
     tokenizer = text.WordPieceTokenizer.from_corpus(["Three hundred and twenty-four"] * 3, 60)
     assert runs.canonical(tokenizer, ["Three hundred and twenty-four"]) == [

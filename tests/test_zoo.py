@@ -936,3 +936,15 @@ def test_describe_reflects_overrides():
     ).num_params()
     seq = zoo.describe("seq2seq-bahdanau", target_vocabulary_size=123)
     assert isinstance(seq.config, Seq2SeqConfig) and "123" in seq.outputs["logits"]
+
+
+@pytest.mark.parametrize("name", ["transformer-base", "seq2seq-bahdanau", "convs2s-small"])
+def test_translation_configs_default_each_vocabulary_to_vocabulary_size(name):
+    shared = zoo.config(name, vocabulary_size=100)
+    assert (shared.source_vocab, shared.target_vocab) == (100, 100)
+    separate = zoo.config(name, vocabulary_size=100, source_vocabulary_size=30,
+                          target_vocabulary_size=40)
+    assert (separate.source_vocab, separate.target_vocab) == (30, 40)
+    description = zoo.describe(name, target_vocabulary_size=40)
+    assert sorted(description.inputs) == ["source", "target"]
+    assert description.outputs == {"logits": "float32 (batch, target_length, 40)"}

@@ -1,8 +1,9 @@
-"""Which zoo family a built model belongs to, read from its layer names.
+"""Which zoo family a built model belongs to, and its numbered blocks, read from layer names.
 
 Models loaded from `.keras` files are recognised too (the names are part of
 each family's `build`). Used by `zoo.attention_weights`, `zoo.export` and
-`zoo.decode`.
+`zoo.decode`; `numbered_layers` by the families' attention inspection and
+incremental decoding.
 """
 
 
@@ -18,3 +19,14 @@ def model_family(model):
     if "encoder_block_0" in names and "decoder_block_0" in names:
         return "transformer"
     return None
+
+
+def numbered_layers(layers, prefix):
+    """`[layers[prefix + "0"], layers[prefix + "1"], …]`, up to the first missing number.
+
+    `layers`: a dict of a model's layers by name; `prefix` e.g. `"encoder_block_"`.
+    """
+    blocks = []
+    while f"{prefix}{len(blocks)}" in layers:
+        blocks.append(layers[f"{prefix}{len(blocks)}"])
+    return blocks

@@ -89,6 +89,35 @@ def check_choice(config, name, choices):
         raise ZooError(f"`{name}` must be one of {choices}; received {name}={value!r}.")
 
 
+# === What the translation families' configs share ===
+
+
+class TranslationConfig:
+    """Vocabulary sizes and the model signature of a source -> target translation config.
+
+    A base class without fields for the frozen config dataclasses of the
+    Transformer, RNNsearch and ConvS2S families; each declares
+    `vocabulary_size`, `source_vocabulary_size` and `target_vocabulary_size`
+    (None = `vocabulary_size`).
+    """
+
+    @property
+    def source_vocab(self):
+        return self.source_vocabulary_size or self.vocabulary_size
+
+    @property
+    def target_vocab(self):
+        return self.target_vocabulary_size or self.vocabulary_size
+
+    def signature(self):
+        """The inputs and outputs of the built model, as `zoo.describe` prints them."""
+        return (
+            {"source": "int32 (batch, source_length), 0 = padding",
+             "target": "int32 (batch, target_length), decoder input starting with [START]"},
+            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
+        )
+
+
 # === Registration ===
 
 

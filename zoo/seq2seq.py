@@ -26,7 +26,7 @@ ATTENTIONS = ("additive", "location")  # Bahdanau et al. (2015); Chorowski et al
 
 
 @dataclasses.dataclass(frozen=True)
-class Seq2SeqConfig:
+class Seq2SeqConfig(registry.TranslationConfig):
     """Sizes and training recipe of an RNN encoder-decoder with additive (or location-aware) attention.
 
     Source and target vocabularies default to `vocabulary_size` each (two
@@ -74,14 +74,6 @@ class Seq2SeqConfig:
                 "differentiated under XLA. Use jit_compile=False."
             )
 
-    @property
-    def source_vocab(self):
-        return self.source_vocabulary_size or self.vocabulary_size
-
-    @property
-    def target_vocab(self):
-        return self.target_vocabulary_size or self.vocabulary_size
-
     def _cell_params(self, input_dim, units):
         if self.cell == "gru":  # Keras GRU, reset_after=True: two bias vectors
             return 3 * units * (input_dim + units + 2)
@@ -102,13 +94,6 @@ class Seq2SeqConfig:
         maxout = (dec + e + 2 * enc) * 2 * m + 2 * m
         output = m * self.target_vocab + self.target_vocab
         return embeddings + encoder + initial_state + attention + decoder + maxout + output
-
-    def signature(self):
-        return (
-            {"source": "int32 (batch, source_length), 0 = padding",
-             "target": "int32 (batch, target_length), decoder input starting with [START]"},
-            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
-        )
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -7,29 +7,18 @@ from keras import ops
 
 from keras_attention import chunked, kv_cache, masks
 from keras_attention import ops as attention_ops
-from keras_attention.checks import check_positive_int, check_rate
+from keras_attention.checks import (
+    check_attention_inputs,
+    check_attention_shapes,
+    check_positive_int,
+    check_rate,
+)
 from keras_attention.keras_weights import KERAS_WEIGHT_MAP, copy_keras_weights
 
 SCORINGS = ("scaled_dot", "dot", "additive")
 # `KERAS_WEIGHT_MAP` and `copy_keras_weights` (`keras_attention.keras_weights`) are
 # importable from here too, where the layer they fill is.
 __all__ = ["KERAS_WEIGHT_MAP", "SCORINGS", "MultiHeadAttention", "copy_keras_weights"]
-
-
-def _check_rank_3(name, shape):
-    if len(shape) != 3:
-        raise ValueError(
-            f"`{name}` must have rank 3 (batch, length, features); "
-            f"received {name}.shape={tuple(shape)}."
-        )
-
-
-def _check_same_length(key_shape, value_shape):
-    if key_shape[1] is not None and value_shape[1] is not None and key_shape[1] != value_shape[1]:
-        raise ValueError(
-            "`key` and `value` must have the same length S; received "
-            f"key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}."
-        )
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -127,15 +116,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
-        for name, shape in shapes.items():
-            _check_rank_3(name, shape)
-            if shape[-1] is None:
-                raise ValueError(
-                    f"The feature size (last axis) of `{name}` must be known; "
-                    f"received {name}.shape={tuple(shape)}."
-                )
-        _check_same_length(key_shape, value_shape)
+        check_attention_shapes(query_shape, value_shape, key_shape)
         query_dim, key_dim_in, value_dim_in = query_shape[-1], key_shape[-1], value_shape[-1]
         n, hk, hv = self.num_heads, self.key_dim, self.value_dim
         out_dim = self.output_dim or query_dim
@@ -162,26 +143,6 @@ class MultiHeadAttention(keras.layers.Layer):
         self.built = True
 
     # === Forward pass ===
-
-    def _check_inputs(self, query, value, key):
-        batch_sizes = set()
-        for name, tensor in (("query", query), ("value", value), ("key", key)):
-            _check_rank_3(name, tensor.shape)
-            expected = self._feature_sizes[name]
-            if tensor.shape[-1] is not None and tensor.shape[-1] != expected:
-                raise ValueError(
-                    f"`{name}` has {tensor.shape[-1]} features but the layer was built for "
-                    f"{expected}; received {name}.shape={tuple(tensor.shape)}."
-                )
-            if tensor.shape[0] is not None:
-                batch_sizes.add(tensor.shape[0])
-        if len(batch_sizes) > 1:
-            raise ValueError(
-                "`query`, `key` and `value` must have the same batch size; received "
-                f"query.shape={tuple(query.shape)}, key.shape={tuple(key.shape)}, "
-                f"value.shape={tuple(value.shape)}."
-            )
-        _check_same_length(key.shape, value.shape)
 
     def _project(self, inputs, kernels, biases, key_major=()):
         """One matmul for several projections of the same input.
@@ -212,21 +173,25 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs.append(ops.transpose(part, perm))
         return outputs
 
-    def _attend(self, query, key, value, mask, training):
+    def _attend(self, query, key, value, mask, training, matmul=ops.matmul):
         """query `(B, N, T, H)`, key `(B, N, H, S)` (or `(B, N, S, H)` for additive),
-        value `(B, N, S, Hv)` -> output `(B, N, T, Hv)`, weights `(B, N, T, S)`."""
+        value `(B, N, S, Hv)` -> output `(B, N, T, Hv)`, weights `(B, N, T, S)`.
+
+        `matmul`: `kv_cache.batched_matmul` for the one-query decoding steps of
+        `call_with_cache`, where it pays; `ops.matmul` elsewhere.
+        """
         if self.scoring == "additive":
             score_kernel = ops.reshape(self.score_kernel, (self.num_heads, 1, 1, self.key_dim))
             scores = attention_ops.additive_scores(query, key, score_kernel)
         else:
             if self.scoring == "scaled_dot":
                 query = ops.multiply(query, ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype))
-            scores = kv_cache.batched_matmul(query, key)  # (B, N, T, S)
+            scores = matmul(query, key)  # (B, N, T, S)
         # The softmax runs in float32 also under mixed precision.
         weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask)
         weights = ops.cast(weights, self.compute_dtype)
         attended = self._dropout_layer(weights, training=training)
-        return kv_cache.batched_matmul(attended, value), weights  # (B, N, T, Hv)
+        return matmul(attended, value), weights  # (B, N, T, Hv)
 
     def call(
         self,
@@ -244,7 +209,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self_attention = value is query and (key is None or key is query)
         if key is None:
             key = value
-        self._check_inputs(query, value, key)
+        check_attention_inputs(query, value, key, self._feature_sizes)
         if self.chunk_size is None:
             mask = masks.call_mask(
                 query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
@@ -371,7 +336,9 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = kv_cache.cache_mask(
             value_mask, index, ops.shape(query)[1], ops.shape(value_cache)[2]
         )  # (B, 1, T, L)
-        heads, _ = self._attend(q, key_cache, value_cache, mask, training)  # (B, N, T, Hv)
+        heads, _ = self._attend(
+            q, key_cache, value_cache, mask, training, matmul=kv_cache.batched_matmul
+        )  # (B, N, T, Hv)
         return self._combine_heads(heads, query), key_cache, value_cache
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):

@@ -55,14 +55,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         training=None,
         return_attention_scores=False,
     ):
-        if (encoder_sequence is None) != (self.cross_attention is None):
-            raise ValueError(
-                "TransformerDecoderBlock was built "
-                + ("with" if self.cross_attention is not None else "without")
-                + " cross-attention; call it "
-                + ("with" if self.cross_attention is not None else "without")
-                + " an `encoder_sequence`."
-            )
+        self._check_cross_attention(encoder_sequence is not None, "an `encoder_sequence`")
         if decoder_padding_mask is None:
             decoder_padding_mask = keras_mask(decoder_sequence)
         if encoder_sequence is not None and encoder_padding_mask is None:
@@ -99,11 +92,26 @@ class TransformerDecoderBlock(TransformerBlockBase):
             x, *cross_weights = self._sublayer(
                 self.cross_attention_norm, cross_attend, x, training
             )
+        x = self._feed_forward_sublayer(x, training)
+        if return_attention_scores:
+            return x, self_weights[0], cross_weights[0]
+        return x
+
+    def _check_cross_attention(self, given, argument):
+        """Refuse a call that gives `argument` (or not) to a block built without (or with)
+        cross-attention."""
+        if given != (self.cross_attention is not None):
+            built = "with" if self.cross_attention is not None else "without"
+            raise ValueError(
+                f"TransformerDecoderBlock was built {built} cross-attention; call it "
+                f"{built} {argument}."
+            )
+
+    def _feed_forward_sublayer(self, x, training):
+        """The position-wise feed-forward network with its add & norm, `(B, T, D)`."""
         (x,) = self._sublayer(
             self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), x, training
         )
-        if return_attention_scores:
-            return x, self_weights[0], cross_weights[0]
         return x
 
     # === Incremental decoding (key/value cache) ===
@@ -164,14 +172,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         Returns:
             `(outputs (B, T, D), self_attention_cache)` with the new positions written.
         """
-        if (cross_attention_cache is None) != (self.cross_attention is None):
-            raise ValueError(
-                "TransformerDecoderBlock was built "
-                + ("with" if self.cross_attention is not None else "without")
-                + " cross-attention; call it "
-                + ("with" if self.cross_attention is not None else "without")
-                + " a `cross_attention_cache`."
-            )
+        self._check_cross_attention(cross_attention_cache is not None, "a `cross_attention_cache`")
         if self.attention == "linear":  # the cache is the recurrent state (S, z)
 
             def self_attend(x):
@@ -198,9 +199,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
                 return output
 
             (x,) = self._sublayer(self.cross_attention_norm, cross_attend, x, training)
-        (x,) = self._sublayer(
-            self.feed_forward_norm, lambda h: self.feed_forward(h, training=training), x, training
-        )
+        x = self._feed_forward_sublayer(x, training)
         return x, self_attention_cache
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):

@@ -40,13 +40,14 @@ import keras_attention as ka
 from zoo import registry
 from zoo.convs2s.layers import ConvS2SDecoderBlock, ConvS2SEncoderBlock, SourceKeysAndValues
 from zoo.errors import ZooError
+from zoo.families import numbered_layers
 from zoo.transformer import PaddingMask
 
 OPTIMIZERS = ("nesterov", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
-class ConvS2SConfig:
+class ConvS2SConfig(registry.TranslationConfig):
     """Sizes and training recipe of a convolutional encoder-decoder with attention.
 
     Source and target have their own embedding matrices (as in the paper);
@@ -86,14 +87,6 @@ class ConvS2SConfig:
         registry.check_positive_number(self, "learning_rate", "clipnorm")
         registry.check_rate(self, "momentum")
 
-    @property
-    def source_vocab(self):
-        return self.source_vocabulary_size or self.vocabulary_size
-
-    @property
-    def target_vocab(self):
-        return self.target_vocabulary_size or self.vocabulary_size
-
     def num_params(self):
         """The parameter count, computed from the sizes (nothing is built)."""
         f, d, o, k = self.embedding_dim, self.hidden_dim, self.output_embedding_dim, self.kernel_size
@@ -105,13 +98,6 @@ class ConvS2SConfig:
         decoder = self.num_decoder_layers * (convolution + attention)
         output = (d * o + o) + (o * self.target_vocab + self.target_vocab)
         return embeddings + projections + encoder + decoder + output
-
-    def signature(self):
-        return (
-            {"source": "int32 (batch, source_length), 0 = padding",
-             "target": "int32 (batch, target_length), decoder input starting with [START]"},
-            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
-        )
 
 
 def _linear(units, fan_in, dropout, name):
@@ -162,13 +148,6 @@ def _make_layers(config):
     return layers
 
 
-def _numbered(layers, prefix):
-    blocks = []
-    while f"{prefix}{len(blocks)}" in layers:
-        blocks.append(layers[f"{prefix}{len(blocks)}"])
-    return blocks
-
-
 def encode(layers, source, training=None):
     """Source ids `(B, S)` -> attention keys `z`, values `(z + e)·√½` `(B, S, F)`, mask `(B, S)`.
 
@@ -177,7 +156,7 @@ def encode(layers, source, training=None):
     mask = layers["source_padding_mask"](source)  # (B, S)
     embedded = layers["source_embedding"](source, training=training)  # e (B, S, F)
     x = layers["encoder_input_projection"](embedded)  # (B, S, D)
-    for block in _numbered(layers, "convolutional_encoder_block_"):
+    for block in numbered_layers(layers, "convolutional_encoder_block_"):
         x = block(x, padding_mask=mask, training=training)
     z = layers["encoder_output_projection"](x)  # (B, S, F)
     keys, values = layers["source_keys_and_values"](z, embedded, padding_mask=mask)
@@ -190,7 +169,7 @@ def decode(layers, target, keys, values, mask, training=None):
     embedded = layers["target_embedding"](target, training=training)  # g (B, T, F)
     y = layers["decoder_input_projection"](embedded)  # (B, T, D)
     attention = []
-    for block in _numbered(layers, "convolutional_decoder_block_"):
+    for block in numbered_layers(layers, "convolutional_decoder_block_"):
         y, weights = block(
             y, embedded, keys, values, encoder_padding_mask=mask, training=training,
             return_attention_scores=True,
@@ -214,7 +193,7 @@ class IncrementalDecoder:
 
     def __init__(self, layers):
         self.layers = layers
-        self.blocks = _numbered(layers, "convolutional_decoder_block_")
+        self.blocks = numbered_layers(layers, "convolutional_decoder_block_")
 
     def prepare(self, source, copies, width):
         """Encode `(B, S)`, repeat per beam; return the empty windows for B·copies rows."""

@@ -53,8 +53,8 @@ class TransformerStep:
         shared = "shared_embedding" in layers
         self.source_embedding = layers["shared_embedding" if shared else "source_embedding"]
         self.target_embedding = layers["shared_embedding" if shared else "target_embedding"]
-        self.encoder_blocks = _numbered(layers, "encoder_block_")
-        self.decoder_blocks = _numbered(layers, "decoder_block_")
+        self.encoder_blocks = families.numbered_layers(layers, "encoder_block_")
+        self.decoder_blocks = families.numbered_layers(layers, "decoder_block_")
         self.encoder_norm = layers.get("encoder_norm")
         self.decoder_norm = layers.get("decoder_norm")
         self.output_projection = layers.get("output_projection")
@@ -155,10 +155,3 @@ class FullModelStep:
         buffer += tokens[:, None] * tf.one_hot(t, self.width, dtype=tf.int32)[None, :]
         logits = self.model({"source": self.source, "target": buffer}, training=False)
         return tf.cast(logits[:, t, :], tf.float32), (buffer,)
-
-
-def _numbered(layers, prefix):
-    blocks = []
-    while f"{prefix}{len(blocks)}" in layers:
-        blocks.append(layers[f"{prefix}{len(blocks)}"])
-    return blocks

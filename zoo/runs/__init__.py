@@ -18,7 +18,7 @@ tokenizers), `inference` (`translate`), `evaluation`, `exporting` and
 from zoo.runs.evaluation import evaluate
 from zoo.runs.exporting import export_run
 from zoo.runs.fitting import RunResult
-from zoo.runs.inference import canonical, encode_sources, translate
+from zoo.runs.inference import canonical, padded_sources, translate
 from zoo.runs.options import TrainingOptions
 from zoo.runs.prediction import predict, resolve_saved_model
 from zoo.runs.rundir import (
@@ -37,11 +37,11 @@ __all__ = [
     "RunResult",
     "TrainingOptions",
     "canonical",
-    "encode_sources",
     "evaluate",
     "export_run",
     "load_run",
     "load_tokenizers",
+    "padded_sources",
     "predict",
     "read_config",
     "read_config_file",

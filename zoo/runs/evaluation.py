@@ -11,17 +11,18 @@ from zoo import files
 from zoo.datasets.preparation import load_data
 from zoo.errors import ZooError
 from zoo.progress import say
-from zoo.runs import scores as metrics
 from zoo.runs.imported import decoding_options
 from zoo.runs.inference import canonical, translate
 from zoo.runs.rundir import load_run
+from zoo.runs.scores import bleu as corpus_bleu
+from zoo.runs.scores import exact_match
 from zoo.text import tokenizers
 
 
 def scores(hypotheses, references):
     """`(exact match %, BLEU)`, both on a 0-100 scale (`zoo.runs.scores`)."""
-    return (float(metrics.exact_match(hypotheses, references)),
-            float(metrics.bleu(hypotheses, references)))
+    return (float(exact_match(hypotheses, references)),
+            float(corpus_bleu(hypotheses, references)))
 
 
 def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=None, limit=None, batch_size=128,

@@ -11,9 +11,13 @@ from zoo.runs.rundir import as_run
 from zoo.text import special as tokens
 
 
-def encode_sources(tokenizer, sentences, max_length):
-    """Sentences -> int32 `(B, S)` encoder input as in training: ids, `[END]`, padding
-    (the tokenizer's own end and padding ids when it has them: Marian's `</s>`, `<pad>`)."""
+def padded_sources(tokenizer, sentences, max_length):
+    """Sentences -> int32 `(B, S)` encoder input as in training: ids, `[END]`, padding.
+
+    The dense, padded form of `zoo.text.special.encode_sources` (ragged `(B, (S))`),
+    with the tokenizer's own end and padding ids when it has them (Marian's `</s>`,
+    `<pad>`).
+    """
     ids = special_ids(tokenizer)
     return tokens.encode_sources(tokenizer, tf.constant(list(sentences), tf.string), max_length,
                                  end_id=ids["end"]).to_tensor(default_value=ids["pad"])  # (B, S)
@@ -53,7 +57,7 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
     outputs = []
     for start in range(0, len(sentences), batch_size):
         chunk = list(sentences[start : start + batch_size])
-        source = encode_sources(run.source_tokenizer, chunk, max_length)
+        source = padded_sources(run.source_tokenizer, chunk, max_length)
         generated = _decode(run.model, source, beam_size, max_length, options)
         outputs += [s.decode("utf-8") for s in run.target_tokenizer.detokenize(generated).numpy()]
         if bar is not None:

@@ -22,7 +22,8 @@ def encode_sources(tokenizer, text, max_length, end_id=END_ID):
 
     The tokens of each string, cut to `max_length - 1`, then `[END]` (or the
     tokenizer's own end id, e.g. Marian's `</s>`); `.to_tensor()` (0 =
-    `[PAD]`, or the tokenizer's pad id) makes the `(B, S)` encoder input.
+    `[PAD]`, or the tokenizer's pad id) makes the `(B, S)` encoder input, as
+    `zoo.runs.padded_sources` does.
     """
     ids = tf.cast(tokenizer.tokenize(text), tf.int32)[:, : max_length - 1]  # (B, (S - 1))
     end = tf.fill([tf.shape(text)[0], 1], tf.constant(end_id, tf.int32))

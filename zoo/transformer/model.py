@@ -19,13 +19,14 @@ import keras_attention as ka
 from keras_attention.layers.positional import LAYOUTS
 from zoo import registry
 from zoo.errors import ZooError
+from zoo.families import numbered_layers
 from zoo.transformer.layers import FinalLogitsBias, PaddingMask
 
 ACTIVATIONS = ("relu", "gelu", "swish")
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(registry.TranslationConfig):
     """Sizes and training recipe of an encoder-decoder Transformer.
 
     With `source_vocabulary_size` and `target_vocabulary_size` unset, source and
@@ -113,14 +114,6 @@ class TransformerConfig:
     def shared_vocabulary(self):
         return self.source_vocabulary_size is None and self.target_vocabulary_size is None
 
-    @property
-    def source_vocab(self):
-        return self.source_vocabulary_size or self.vocabulary_size
-
-    @property
-    def target_vocab(self):
-        return self.target_vocabulary_size or self.vocabulary_size
-
     def num_params(self):
         """The parameter count, computed from the sizes (nothing is built)."""
         d, f = self.d_model, self.intermediate_dim
@@ -144,13 +137,6 @@ class TransformerConfig:
             + self.num_decoder_layers * decoder_layer
             + final_norms
             + output
-        )
-
-    def signature(self):
-        return (
-            {"source": "int32 (batch, source_length), 0 = padding",
-             "target": "int32 (batch, target_length), decoder input starting with [START]"},
-            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
         )
 
 
@@ -283,19 +269,14 @@ def attention_weights(model, inputs):
     target_mask = None if padding else keras.ops.not_equal(target, 0)
     weights = {}
     x = source_embedding(source)
-    i = 0
-    while f"encoder_block_{i}" in layers:
-        x, w = layers[f"encoder_block_{i}"](
-            x, padding_mask=source_mask, return_attention_scores=True
-        )
+    for i, block in enumerate(numbered_layers(layers, "encoder_block_")):
+        x, w = block(x, padding_mask=source_mask, return_attention_scores=True)
         weights[f"encoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(w)
-        i += 1
     if "encoder_norm" in layers:
         x = layers["encoder_norm"](x)
     y = target_embedding(target)
-    i = 0
-    while f"decoder_block_{i}" in layers:
-        y, self_w, cross_w = layers[f"decoder_block_{i}"](
+    for i, block in enumerate(numbered_layers(layers, "decoder_block_")):
+        y, self_w, cross_w = block(
             y,
             x,
             decoder_padding_mask=target_mask,
@@ -304,7 +285,6 @@ def attention_weights(model, inputs):
         )
         weights[f"decoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(self_w)
         weights[f"decoder_block_{i}/cross_attention"] = keras.ops.convert_to_numpy(cross_w)
-        i += 1
     return weights
 
 

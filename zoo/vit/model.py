@@ -12,6 +12,7 @@ import numpy as np
 import keras_attention as ka
 from zoo import registry
 from zoo.errors import ZooError
+from zoo.families import numbered_layers
 from zoo.vit.augmentation import Augmentation, ShiftedImages
 from zoo.vit.recipe import compile_model, freeze_backbone
 
@@ -321,11 +322,9 @@ def attention_weights(model, images):
         x = layers["class_token"](x)
     x = layers["position_embedding"](x)
     weights = {}
-    i = 0
-    while f"encoder_block_{i}" in layers:
-        x, w = layers[f"encoder_block_{i}"](x, return_attention_scores=True)
+    for i, block in enumerate(numbered_layers(layers, "encoder_block_")):
+        x, w = block(x, return_attention_scores=True)
         weights[f"encoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(w)
-        i += 1
     if "pooling" in layers:
         pooling = layers["pooling"]
         if isinstance(pooling, ka.SequencePooling):

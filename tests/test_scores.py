@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from zoo.runs import scores as metrics
+from zoo.runs import scores
 
 HYPOTHESES = [
     "the cat sat on the mat today",
@@ -53,7 +53,7 @@ def reference_bleu(hypotheses, reference_sets):
 
 def test_bleu_matches_the_definition():
     expected = reference_bleu(HYPOTHESES, [[r] for r in REFERENCES])
-    assert metrics.bleu(HYPOTHESES, REFERENCES) == pytest.approx(expected, abs=1e-6)
+    assert scores.bleu(HYPOTHESES, REFERENCES) == pytest.approx(expected, abs=1e-6)
     assert 0 < expected < 100
 
 
@@ -61,24 +61,24 @@ def test_bleu_with_several_references_and_bytes():
     rows = [[a, b] for a, b in zip(REFERENCES, SECOND_REFERENCES)]
     expected = reference_bleu(HYPOTHESES, rows)
     encoded = [h.encode("utf-8") for h in HYPOTHESES]
-    assert metrics.bleu(encoded, rows) == pytest.approx(expected, abs=1e-6)
-    assert expected > metrics.bleu(HYPOTHESES, REFERENCES)  # more references, more matches
+    assert scores.bleu(encoded, rows) == pytest.approx(expected, abs=1e-6)
+    assert expected > scores.bleu(HYPOTHESES, REFERENCES)  # more references, more matches
 
 
 def test_bleu_bounds():
-    assert metrics.bleu(REFERENCES, REFERENCES) == pytest.approx(100.0)
-    assert metrics.bleu(["x y z w"], ["a b c d"]) == 0.0
+    assert scores.bleu(REFERENCES, REFERENCES) == pytest.approx(100.0)
+    assert scores.bleu(["x y z w"], ["a b c d"]) == 0.0
 
 
 def test_exact_match():
-    assert metrics.exact_match(["one", "two ", "three"], ["one", "two", "four"]) == pytest.approx(
+    assert scores.exact_match(["one", "two ", "three"], ["one", "two", "four"]) == pytest.approx(
         200 / 3
     )
-    assert metrics.exact_match([b"one"], [["uno", "one"]]) == 100.0
-    assert metrics.exact_match(["one"], ["One"]) == 0.0
+    assert scores.exact_match([b"one"], [["uno", "one"]]) == 100.0
+    assert scores.exact_match(["one"], ["One"]) == 0.0
 
 
-@pytest.mark.parametrize("fn", [metrics.bleu, metrics.exact_match])
+@pytest.mark.parametrize("fn", [scores.bleu, scores.exact_match])
 def test_bad_inputs(fn):
     with pytest.raises(ValueError, match="same length"):
         fn(["a", "b"], ["a"])
