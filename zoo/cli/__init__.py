@@ -6,7 +6,8 @@
                                    --mixed-precision [P] --jit --out RUN_DIR --config FILE
                                    --weights PATH --tokenizer sentencepiece|wordpiece
                                    --set key=value ...]
-    zoo evaluate RUN_DIR [--checkpoint best|last --beam-size K --limit N]
+    zoo evaluate RUN_DIR [--checkpoint best|last --beam-size K --limit N --confidence [N]]
+    zoo compare RUN_A RUN_B [--beam-size K --limit N --samples N]
     zoo export RUN_DIR [--to saved_models/NAME --version N]
     zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K]
     zoo predict RUN_DIR|SAVED_MODEL INPUT... [--beam-size K --top-k K --json]
@@ -25,7 +26,7 @@ and exits with code 1. Set ZOO_DEBUG=1 to see the full traceback instead.
 
 The modules: `arguments` (what every command shares), one per command or
 pair of commands (`models`: list, describe; `train`; `evaluate`: evaluate,
-predict; `saved_models`: export, import; `tune`; `demo`), each with its
+compare, predict; `saved_models`: export, import; `tune`; `demo`), each with its
 `add_<command>_parser` and the function it runs, and `main` (`build_parser`,
 `main`).
 """

@@ -1,4 +1,5 @@
-"""`zoo evaluate` and `zoo predict`: score a run on its test split, answer new inputs."""
+"""`zoo evaluate`, `zoo compare` and `zoo predict`: score a run on its test split, test whether
+one run beats another, answer new inputs."""
 
 import argparse
 import json
@@ -12,6 +13,17 @@ def _cmd_evaluate(args):
     result = runs.evaluate(
         args.run_dir, checkpoint=args.checkpoint, beam_size=args.beam_size, alpha=args.alpha,
         limit=args.limit, batch_size=args.batch_size, quiet=args.json,
+        bootstrap=args.confidence,
+    )
+    if args.json:
+        print(json.dumps(result, indent=2))
+
+
+def _cmd_compare(args):
+    result = runs.compare(
+        args.run_a, args.run_b, checkpoint=args.checkpoint, beam_size=args.beam_size,
+        alpha=args.alpha, limit=args.limit, batch_size=args.batch_size, samples=args.samples,
+        quiet=args.json,
     )
     if args.json:
         print(json.dumps(result, indent=2))
@@ -54,8 +66,35 @@ def add_evaluate_parser(commands):
                    "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--limit", type=positive_int, help="score only the first N test examples")
     p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--confidence", nargs="?", type=positive_int, const=1000, metavar="N",
+                   help="translation: 95%% bootstrap intervals of BLEU and chrF from N "
+                   "resamples of the test set (default N 1000)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON only")
     p.set_defaults(func=_cmd_evaluate)
+
+
+def add_compare_parser(commands):
+    p = commands.add_parser(
+        "compare", help="is run B better than run A? (paired bootstrap on the same test pairs)",
+        description=(
+            "Decodes the test pairs held out from both translation runs with each run, and "
+            "compares BLEU and chrF by paired bootstrap resampling (sacrebleu's): B is better "
+            "when its score is higher and p < 0.05."
+        ),
+        epilog="Example: zoo compare runs/baseline runs/new-recipe --beam-size 4",
+    )
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--beam-size", type=positive_int, default=4,
+                   help="decoding of both runs: 1 for greedy (default beam search of 4)")
+    p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6)")
+    p.add_argument("--limit", type=positive_int, help="use only the first N test pairs")
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--samples", type=positive_int, default=1000,
+                   help="bootstrap resamples (default 1000)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON only")
+    p.set_defaults(func=_cmd_compare)
 
 
 def add_predict_parser(commands):

@@ -15,7 +15,7 @@ from zoo.cli.arguments import (
     ArgumentParser,
 )
 from zoo.cli.demo import add_demo_parser
-from zoo.cli.evaluate import add_evaluate_parser, add_predict_parser
+from zoo.cli.evaluate import add_compare_parser, add_evaluate_parser, add_predict_parser
 from zoo.cli.models import add_describe_parser, add_list_parser
 from zoo.cli.saved_models import add_export_parser, add_import_parser
 from zoo.cli.train import add_train_parser
@@ -43,6 +43,7 @@ def build_parser():
     add_describe_parser(commands)
     add_train_parser(commands)
     add_evaluate_parser(commands)
+    add_compare_parser(commands)
     add_export_parser(commands)
     add_import_parser(commands)
     add_predict_parser(commands)

@@ -2,7 +2,9 @@
 
     from zoo import runs
     result = runs.train("transformer-tiny", "numbers", out="runs/tiny", epochs=10)
-    metrics = runs.evaluate("runs/tiny")                 # exact match + BLEU, greedy and beam
+    metrics = runs.evaluate("runs/tiny")                 # exact match, BLEU, chrF; greedy and beam
+    runs.evaluate("runs/tiny", bootstrap=1000)           # ... with 95% bootstrap intervals
+    runs.compare("runs/a", "runs/b")                     # is B better? paired bootstrap, p-value
     version_dir = runs.export_run("runs/tiny")           # saved_models/transformer-tiny/<version>
     runs.predict("runs/tiny", ["dreihundertvierundzwanzig"])
 
@@ -10,11 +12,13 @@ One module per concern: `rundir` (the run-directory format, `load_run`),
 `options` (`TrainingOptions`, the one list of training options), `callbacks`,
 `training` (`train`, resuming), `fitting` (`model.fit`, `summary.json`),
 `imported` (fine-tuning a model imported from a folder, with its own
-tokenizers), `inference` (`translate`), `evaluation`, `exporting` and
-`prediction`. What a dataset spec becomes before training is
+tokenizers), `inference` (`translate`), `evaluation`, `scores` (BLEU, chrF,
+exact match, bootstrap intervals and tests), `comparison` (`compare`),
+`exporting`, `prediction` and `demo`. What a dataset spec becomes before training is
 `zoo.datasets.preparation`'s, shared with `zoo.tuning`.
 """
 
+from zoo.runs.comparison import compare
 from zoo.runs.evaluation import evaluate
 from zoo.runs.exporting import export_run
 from zoo.runs.fitting import RunResult
@@ -37,6 +41,7 @@ __all__ = [
     "RunResult",
     "TrainingOptions",
     "canonical",
+    "compare",
     "evaluate",
     "export_run",
     "load_run",
