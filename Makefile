@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Keep TensorFlow's C++ logging quiet in every target.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install data test demo bench lint
+.PHONY: install data test coverage demo bench lint
 
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
@@ -40,9 +40,16 @@ data:
 	fi
 
 # ruff first: CI fails when the code drifts from the lint rules (pyproject.toml).
+# One pytest worker per core (pytest-xdist), a test file per worker at a time, so that a
+# module's fixtures are built once.
+PYTEST_WORKERS ?= auto
 test: $(VENV)/.installed data
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=20
+
+# Line coverage of keras_attention/ and zoo/, subprocesses included (.coveragerc).
+coverage: $(VENV)/.installed data
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --cov --cov-report=term:skip-covered
 
 demo: $(VENV)/.installed
 	$(BIN)/python -m zoo demo
