@@ -53,41 +53,6 @@ _REGISTRY: dict[str, Entry] = {}
 _FAMILIES: dict[type, Family] = {}
 
 
-# === Validation helpers shared by the config dataclasses ===
-
-
-def check_positive(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"`{name}` must be a positive integer; received {name}={value!r}.")
-
-
-def check_optional_positive(config, *names):
-    """`check_positive` for fields that may also be None (e.g. a separate vocabulary size)."""
-    check_positive(config, *(name for name in names if getattr(config, name) is not None))
-
-
-def check_positive_number(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"`{name}` must be positive; received {name}={value!r}.")
-
-
-def check_rate(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise ValueError(f"`{name}` must be in [0, 1); received {name}={value!r}.")
-
-
-def check_choice(config, name, choices):
-    value = getattr(config, name)
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}; received {name}={value!r}.")
-
-
 # === Registration ===
 
 
