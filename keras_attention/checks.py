@@ -1,25 +1,112 @@
 """Argument checks shared by the layers and the zoo: reject bad input early and
-say what was received."""
+say what was received.
+
+The one home of argument checks: the layers, losses and schedules here, the
+zoo's model configs (`check_fields` in their `__post_init__`), decoding and
+the export all raise through `check`, so every message reads
+"`name` must be <requirement>; received name=<value>." (the export's start
+with "export: ").
+
+Integers are Python ints and numbers Python ints or floats (what a config
+writes to JSON); bools are neither. `numpy=True` also accepts numpy scalars
+(decoding's arguments, which callers often take from arrays).
+"""
+
+import numbers
+
+
+class ArgumentError(ValueError):
+    """An argument that breaks its rule: a mistake of the caller's, not a bug of the library.
+
+    `zoo.errors.ZooError` extends it for the zoo's own user errors; the command line
+    prints both as one line (exit code 2).
+    """
+
+
+def is_int(value, numpy=False):
+    """Whether `value` is an int (with `numpy`, also a numpy integer), not a bool."""
+    return isinstance(value, numbers.Integral if numpy else int) and not isinstance(value, bool)
+
+
+def is_number(value, numpy=False):
+    """Whether `value` is an int or a float (with `numpy`, any real scalar), not a bool."""
+    kinds = numbers.Real if numpy else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool)
+
+
+def check(name, value, requirement, holds, prefix=""):
+    """Raise `ArgumentError` (a `ValueError`) "`name` must be {requirement}; received
+    name=value." unless `holds`."""
+    if not holds:
+        raise ArgumentError(f"{prefix}`{name}` must be {requirement}; received {name}={value!r}.")
+
+
+def _interval(minimum, maximum, open_minimum, open_maximum):
+    """"in [0, 1)", ">= 2", "> 0", "<= 5" or "" for the bounds given."""
+    if minimum is not None and maximum is not None:
+        return f"in {'(' if open_minimum else '['}{minimum}, {maximum}{')' if open_maximum else ']'}"
+    if minimum is not None:
+        return f"{'>' if open_minimum else '>='} {minimum}"
+    if maximum is not None:
+        return f"{'<' if open_maximum else '<='} {maximum}"
+    return ""
+
+
+def _within(value, minimum, maximum, open_minimum, open_maximum):
+    # Written so that NaN fails every bound.
+    above = minimum is None or (value > minimum if open_minimum else value >= minimum)
+    below = maximum is None or (value < maximum if open_maximum else value <= maximum)
+    return bool(above and below)
+
+
+def check_int(name, value, minimum=None, maximum=None, *, allow_none=False, numpy=False,
+              prefix=""):
+    """Raise `ValueError` unless `value` is an int in [minimum, maximum] (either bound may
+    be None; None itself passes with `allow_none`)."""
+    if value is None and allow_none:
+        return
+    bounds = _interval(minimum, maximum, False, False)
+    holds = is_int(value, numpy) and _within(value, minimum, maximum, False, False)
+    check(name, value, f"an int {bounds}".strip(), holds, prefix)
 
 
 def check_positive_int(name, value, allow_none=False):
     """Raise `ValueError` unless `value` is an int > 0 (or None with `allow_none`)."""
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive integer; received {name}={value!r}.")
+    check(name, value, "a positive integer", is_int(value) and value > 0)
 
 
-def check_int(name, value, minimum):
-    """Raise `ValueError` unless `value` is an int >= `minimum` (bools are not ints here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; received {name}={value!r}")
+def check_number(name, value, minimum=None, maximum=None, *, open_minimum=False,
+                 open_maximum=False, numpy=False, prefix=""):
+    """Raise `ValueError` unless `value` is a number between the bounds (closed unless
+    `open_minimum` / `open_maximum`; either may be None). NaN never passes."""
+    bounds = _interval(minimum, maximum, open_minimum, open_maximum)
+    holds = is_number(value, numpy) and _within(value, minimum, maximum, open_minimum, open_maximum)
+    check(name, value, f"a number {bounds}".strip(), holds, prefix)
+
+
+def check_positive_number(name, value):
+    """Raise `ValueError` unless `value` is a number > 0."""
+    check_number(name, value, 0, open_minimum=True)
 
 
 def check_rate(name, value):
-    """Raise `ValueError` unless `value` is a number in [0, 1)."""
-    if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
-        raise ValueError(f"`{name}` must be a float in [0, 1); received {name}={value!r}.")
+    """Raise `ValueError` unless `value` is a number in [0, 1) (a dropout rate, label smoothing)."""
+    check_number(name, value, 0, 1, open_maximum=True)
+
+
+def check_choice(name, value, choices, prefix=""):
+    """Raise `ValueError` unless `value` is one of `choices`."""
+    check(name, value, f"one of {tuple(choices)}", value in tuple(choices), prefix)
+
+
+def check_fields(config, check_field, *names, **options):
+    """`check_field(name, getattr(config, name), **options)` for each field name: the checks
+    of a config dataclass's `__post_init__`, e.g.
+    `check_fields(self, check_rate, "dropout", "label_smoothing")`."""
+    for name in names:
+        check_field(name, getattr(config, name), **options)
 
 
 # === The shapes of attention inputs (`MultiHeadAttention.build` and `call`) ===

@@ -4,6 +4,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_attention.checks import check_rate
+
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
@@ -53,10 +55,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         dtype=None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
-        if not (0.0 <= label_smoothing < 1.0):
-            raise ValueError(
-                f"`label_smoothing` must be in [0, 1); received label_smoothing={label_smoothing!r}."
-            )
+        check_rate("label_smoothing", label_smoothing)
         self.pad_id = pad_id
         self.label_smoothing = label_smoothing
         self.from_logits = from_logits

@@ -286,8 +286,55 @@ def test_cached_steps_give_the_full_models_logits(model, rng):
     for t in range(target.shape[1]):
         logits, windows = stepper.step(tf.constant(np.repeat(target[:, t], 2)), tf.constant(t), windows)
         np.testing.assert_allclose(logits, np.repeat(expected[:, t], 2, axis=0), atol=2e-4, rtol=1e-4)
-    with pytest.raises(ValueError, match="learned target positions"):
-        stepper.prepare(tf.constant(SOURCE), 1, 33)
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cached", "full_model"])
+def test_decoding_stays_within_the_learned_positions(model, use_cache):
+    """32 learned target positions: a Python int width past them is refused at once."""
+    assert decode.steps.learned_positions(model) == 32
+    decode.greedy_decode(model, SOURCE, max_length=32, use_cache=use_cache)  # the last position
+    with pytest.raises(ValueError, match="32 learned target positions; cannot generate 33"):
+        decode.greedy_decode(model, SOURCE, max_length=33, use_cache=use_cache)
+    with pytest.raises(ValueError, match="learned target positions"):  # default: S + 50 = 56
+        decode.beam_search(model, SOURCE, beam_size=2)
+
+
+def test_decoding_past_the_learned_positions_raises_with_dynamic_shapes(model):
+    """Source length unknown when traced: the width (S + 50 by default, or a tensor
+    `max_length`) is checked when the graph runs, and under XLA, which drops asserts,
+    when it compiles; within the table both decode as eagerly."""
+    spec = tf.TensorSpec((None, None), tf.int32)
+
+    # autograph=False: plain graph building, as the export's signatures do.
+    @tf.function(input_signature=[spec, tf.TensorSpec((), tf.int32)], autograph=False)
+    def beam(source, max_length):
+        return decode.beam_search(model, source, beam_size=2, max_length=max_length)[0]
+
+    @tf.function(input_signature=[spec], autograph=False)
+    def greedy(source):  # default length S + 50
+        return decode.greedy_decode(model, source)
+
+    @tf.function(input_signature=[spec], jit_compile=True, autograph=False)
+    def compiled(source):  # default length S + 50
+        return decode.greedy_decode(model, source)
+
+    source = tf.constant(SOURCE)
+    expected, _ = decode.beam_search(model, SOURCE, beam_size=2, max_length=8)
+    np.testing.assert_array_equal(beam(source, tf.constant(8)), expected)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="32 learned target positions"):
+        beam(source, tf.constant(33))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="32 learned target positions"):
+        greedy(source)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"width_exceeds_learned_positions/excess_positions \[24\]"):
+        compiled(source)  # 6 + 50 = 56 positions, 24 past the table
+    # XLA with a width inside the table still compiles and decodes as eagerly.
+    xla = tf.function(lambda s: decode.greedy_decode(model, s, max_length=8), jit_compile=True,
+                      input_signature=[spec], autograph=False)
+    eager = decode.greedy_decode(model, SOURCE, max_length=8)
+    np.testing.assert_array_equal(xla(source), eager)
+    np.testing.assert_array_equal(
+        decode.greedy_decode(model, SOURCE, max_length=8, jit_compile=True), eager)
 
 
 def test_numbered_layers_are_the_blocks_in_order_up_to_the_first_gap(model):

@@ -18,7 +18,7 @@ import keras_attention as ka
 import zoo
 from zoo import decode
 
-START, END = decode.START_ID, decode.END_ID
+START, END, PAD = decode.START_ID, decode.END_ID, decode.PAD_ID
 V = 16
 TRANSFORMER = dict(
     num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=4, intermediate_dim=64,
@@ -431,9 +431,35 @@ def test_bad_arguments(models):
         decode.greedy_decode(image_model, source)
 
 
-def test_strip_special():
-    ids = np.array([[5, 6, END, 0], [7, 0, 8, 9]])
-    assert decode.strip_special(ids) == [[5, 6], [7, 8, 9]]
+def test_strip_special_takes_the_models_ids():
+    # The zoo's ids (zoo.text.special): [PAD] = 0, [END] = 3.
+    assert (PAD, END) == (0, 3)
+    ids = np.array([[5, 6, END, 0], [7, 0, 8, 9], [0, 4, 0, 0]])
+    assert decode.strip_special(ids) == [[5, 6], [7, 8, 9], [4]]
+    assert decode.strip_special(ids, end_id=END, pad_id=PAD) == [[5, 6], [7, 8, 9], [4]]
+    # Marian's (OPUS-MT): </s> = 0, padding = V - 1; 3 is an ordinary token there.
+    pad, end = V - 1, 0
+    ids = np.array([[5, 3, end, pad], [7, pad, 8, 3], [pad, pad, pad, pad]])
+    assert decode.strip_special(ids, end_id=end, pad_id=pad) == [[5, 3], [7, 8, 3], []]
+    with pytest.raises(ValueError, match="end_id"):
+        decode.strip_special(ids, end_id=pad, pad_id=pad)
+
+
+def test_learned_positions_hold_with_dynamic_shapes(models, rng):
+    """A width known only when the graph runs is checked then (64 learned positions)."""
+    model = models["pre_norm_untied_learned"]
+    source = padded_source(rng, SOURCE_LENGTHS)
+
+    specs = [tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((), tf.int32)]
+
+    @tf.function(input_signature=specs, autograph=False)
+    def greedy(source, max_length):
+        return decode.greedy_decode(model, source, max_length=max_length)
+
+    np.testing.assert_array_equal(greedy(source, tf.constant(64)),
+                                  decode.greedy_decode(model, source, max_length=64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="64 learned target positions"):
+        greedy(source, tf.constant(65))
 
 
 def test_decoding_graphs_use_no_xla_only_ops(models):

@@ -19,8 +19,12 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo import decode
+from zoo import decode, text
+from zoo.decode import defaults
+from zoo.export import translation
+from zoo.runs import imported as imported_runs
 from zoo.text import tokenizers
+from zoo.text.special import special_ids
 from zoo.transformer import TransformerConfig, marian
 
 FOLDER = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
@@ -162,6 +166,44 @@ def test_beam_ids_match(imported, references):
         **decode_args(target, references))
     assert ours(tokens, target.pad_id) == generated(references["beam_ids"], target.pad_id)
     assert np.all(np.isfinite(scores.numpy()))
+
+
+def test_strip_special_with_marians_ids(imported, references):
+    """</s> = 0 ends a row and padding is V - 1: Hugging Face's greedy ids, cut at </s>."""
+    model, _, target = imported
+    ids = special_ids(target)
+    assert (ids["end"], ids["pad"]) == (0, 109)
+    tokens = decode.greedy_decode(model, references["input_ids"], **decode_args(target, references))
+    expected = [row[: row.index(0)] if 0 in row else row
+                for row in generated(references["greedy_ids"], target.pad_id)]
+    assert decode.strip_special(tokens, end_id=ids["end"], pad_id=ids["pad"]) == expected
+    assert decode.strip_special(tokens) != expected  # the zoo's ids (pad 0, end 3) do not fit
+
+
+def test_one_decoding_policy_for_runs_and_exports(imported):
+    """Imported tokenizers decode as Hugging Face does, the zoo's with GNMT's penalty."""
+    target = imported[2]
+    zoo_tokenizer = text.WordPieceTokenizer(list(text.RESERVED_TOKENS) + ["a", "b"])
+    assert special_ids(target) == {"pad": 109, "start": 109, "end": 0}
+    assert special_ids(zoo_tokenizer) == {"pad": 0, "start": 2, "end": 3}
+    assert defaults.decoding_settings(target) == defaults.HUGGING_FACE == defaults.DecodingDefaults(
+        length_penalty="hf", alpha=1.0, force_end=True)
+    assert defaults.decoding_settings(zoo_tokenizer) == defaults.GNMT == defaults.DecodingDefaults(
+        length_penalty="gnmt", alpha=0.6, force_end=False)
+    # A chosen penalty brings its own alpha; a given alpha or force_end stays.
+    assert defaults.decoding_settings(zoo_tokenizer, length_penalty="hf") == defaults.DecodingDefaults(
+        "hf", 1.0, False)
+    assert defaults.decoding_settings(target, alpha=0.5, force_end=False) == defaults.DecodingDefaults(
+        "hf", 0.5, False)
+    options = imported_runs.decoding_options(target)
+    assert options == {"start_id": 109, "end_id": 0, "pad_id": 109, "force_end": True,
+                       "length_penalty": "hf", "alpha": 1.0}
+    assert imported_runs.decoding_options(zoo_tokenizer, alpha=0.8) == {
+        "start_id": 2, "end_id": 3, "pad_id": 0, "force_end": False, "length_penalty": "gnmt",
+        "alpha": 0.8}
+    # The export resolves the same settings (zoo.export.translation._search_settings).
+    assert translation._search_settings(target, None, None, None) == ("hf", True, 1.0)
+    assert translation._search_settings(zoo_tokenizer, None, None, None) == ("gnmt", False, 0.6)
 
 
 def test_saved_imported_model_gives_the_same_logits(imported, references, tmp_path):

@@ -81,7 +81,7 @@ def test_load_resolves_image_specs_with_subsets(tmp_path):
         ("tsv:/no/such/file.tsv", {}, FileNotFoundError, "/no/such/file.tsv"),
         ("images:", {}, ValueError, "needs a folder"),
         ("images:/tmp", {}, ValueError, "image_size"),
-        ("numbers", {"train_size": 0}, ValueError, "train_size must be an int >= 1"),
+        ("numbers", {"train_size": 0}, ValueError, "`train_size` must be an int >= 1"),
         ("fashion-mnist", {"data_dir": "/no/such/dir"}, FileNotFoundError, "not found"),
     ],
 )
@@ -352,6 +352,9 @@ def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
         zoo.decode.greedy_decode(run.model, source, max_length=24)
     ).numpy()
     assert runs.translate(run, sources, beam_size=1) == [e.decode() for e in expected]
+    # 0 tokens is an error, not the default length.
+    with pytest.raises(ValueError, match="`max_length` must be an int >= 1; received max_length=0"):
+        runs.translate(run, sources, max_length=0)
 
     metrics = runs.evaluate(out, beam_size=2, quiet=True)
     references = runs.canonical(run.target_tokenizer, [t for _, t in data.test_pairs])

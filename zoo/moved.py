@@ -24,7 +24,6 @@ MOVED = {
     "zoo.decode_loops": "zoo.decode.loops",
     "zoo.decode_steps": "zoo.decode.steps",
     "zoo.demo": "zoo.runs.demo",
-    "zoo.export_checks": "zoo.export.checks",
     "zoo.export_image": "zoo.export.image",
     "zoo.export_translation": "zoo.export.translation",
     "zoo.hf_beam": "zoo.decode.hf_beam",

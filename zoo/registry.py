@@ -14,6 +14,7 @@ import fnmatch
 import warnings
 from typing import Any, Callable
 
+from keras_attention.checks import ArgumentError
 from zoo import distribute
 from zoo.errors import ZooError
 
@@ -52,41 +53,6 @@ class Entry:
 
 _REGISTRY: dict[str, Entry] = {}
 _FAMILIES: dict[type, Family] = {}
-
-
-# === Validation helpers shared by the config dataclasses ===
-
-
-def check_positive(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ZooError(f"`{name}` must be a positive integer; received {name}={value!r}.")
-
-
-def check_optional_positive(config, *names):
-    """`check_positive` for fields that may also be None (e.g. a separate vocabulary size)."""
-    check_positive(config, *(name for name in names if getattr(config, name) is not None))
-
-
-def check_positive_number(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ZooError(f"`{name}` must be positive; received {name}={value!r}.")
-
-
-def check_rate(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise ZooError(f"`{name}` must be in [0, 1); received {name}={value!r}.")
-
-
-def check_choice(config, name, choices):
-    value = getattr(config, name)
-    if value not in choices:
-        raise ZooError(f"`{name}` must be one of {choices}; received {name}={value!r}.")
 
 
 # === What the translation families' configs share ===
@@ -263,7 +229,13 @@ def config(name, *, weights=None, **overrides):
     """
     if weights is not None:
         overrides = weights_overrides(name, weights, overrides)
-    return dataclasses.replace(_checked_fields(name, overrides), **overrides)
+    base = _checked_fields(name, overrides)
+    try:
+        return dataclasses.replace(base, **overrides)
+    except ArgumentError as error:  # a field's check (`keras_attention.checks`): the user's value
+        if isinstance(error, ZooError):
+            raise
+        raise ZooError(str(error)) from None
 
 
 def _checked_fields(name, overrides):

@@ -19,6 +19,7 @@ import keras
 from keras import ops
 
 import keras_attention as ka
+from keras_attention import checks
 from zoo import registry
 from zoo.errors import ZooError
 
@@ -57,16 +58,17 @@ class Seq2SeqConfig(registry.TranslationConfig):
     jit_compile: bool = False
 
     def __post_init__(self):
-        registry.check_positive(
-            self, "vocabulary_size", "embedding_dim", "encoder_units", "decoder_units",
-            "attention_units", "maxout_units", "max_length", "location_filters",
-            "location_kernel_size",
+        checks.check_fields(
+            self, checks.check_positive_int, "vocabulary_size", "embedding_dim",
+            "encoder_units", "decoder_units", "attention_units", "maxout_units", "max_length",
+            "location_filters", "location_kernel_size",
         )
-        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
-        registry.check_rate(self, "dropout", "label_smoothing")
-        registry.check_choice(self, "cell", ("gru", "lstm"))
-        registry.check_choice(self, "attention", ATTENTIONS)
-        registry.check_positive_number(self, "learning_rate", "clipnorm")
+        checks.check_fields(self, checks.check_positive_int, "source_vocabulary_size",
+                            "target_vocabulary_size", allow_none=True)
+        checks.check_fields(self, checks.check_rate, "dropout", "label_smoothing")
+        checks.check_choice("cell", self.cell, ("gru", "lstm"))
+        checks.check_choice("attention", self.attention, ATTENTIONS)
+        checks.check_fields(self, checks.check_positive_number, "learning_rate", "clipnorm")
         if self.jit_compile:
             raise ZooError(
                 "`jit_compile=True` is not supported for the RNN encoder-decoder: its decoder "

@@ -6,6 +6,7 @@ import os
 import sys
 import traceback
 
+from keras_attention.checks import ArgumentError
 from zoo import files
 from zoo.cli.arguments import (
     EXIT_BUG,
@@ -20,12 +21,12 @@ from zoo.cli.models import add_describe_parser, add_list_parser
 from zoo.cli.saved_models import add_export_parser, add_import_parser
 from zoo.cli.train import add_train_parser
 from zoo.cli.tune import add_tune_parser
-from zoo.errors import ZooError
+from zoo.errors import ZooError  # noqa: F401 - named in the docstring of USER_ERRORS
 
 # The user's mistakes: one line, exit code 2. `ZooError` is what the zoo raises for them
 # (a bad name, flag, `--set` field or file; `UserError` is one); the others are the paths
 # given that are missing, or not folders, or a version that exists already.
-USER_ERRORS = (ZooError, FileNotFoundError, NotADirectoryError, FileExistsError)
+USER_ERRORS = (ArgumentError, FileNotFoundError, NotADirectoryError, FileExistsError)
 BUG_FRAMES = 3  # the frames a bug report shows (ZOO_DEBUG=1: all of them)
 
 

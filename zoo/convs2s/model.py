@@ -37,9 +37,9 @@ import keras
 from keras import ops
 
 import keras_attention as ka
+from keras_attention import checks
 from zoo import registry
 from zoo.convs2s.layers import ConvS2SDecoderBlock, ConvS2SEncoderBlock, SourceKeysAndValues
-from zoo.errors import ZooError
 from zoo.families import numbered_layers
 from zoo.transformer import PaddingMask
 
@@ -77,15 +77,17 @@ class ConvS2SConfig(registry.TranslationConfig):
     jit_compile: bool = False
 
     def __post_init__(self):
-        registry.check_positive(
-            self, "vocabulary_size", "embedding_dim", "hidden_dim", "output_embedding_dim",
-            "num_encoder_layers", "num_decoder_layers", "kernel_size", "max_length",
+        checks.check_fields(
+            self, checks.check_positive_int, "vocabulary_size", "embedding_dim", "hidden_dim",
+            "output_embedding_dim", "num_encoder_layers", "num_decoder_layers", "kernel_size",
+            "max_length",
         )
-        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
-        registry.check_rate(self, "dropout", "label_smoothing")
-        registry.check_choice(self, "optimizer", OPTIMIZERS)
-        registry.check_positive_number(self, "learning_rate", "clipnorm")
-        registry.check_rate(self, "momentum")
+        checks.check_fields(self, checks.check_positive_int, "source_vocabulary_size",
+                            "target_vocabulary_size", allow_none=True)
+        checks.check_fields(self, checks.check_rate, "dropout", "label_smoothing")
+        checks.check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        checks.check_fields(self, checks.check_positive_number, "learning_rate", "clipnorm")
+        checks.check_rate("momentum", self.momentum)
 
     def num_params(self):
         """The parameter count, computed from the sizes (nothing is built)."""
@@ -186,6 +188,8 @@ class IncrementalDecoder:
     The cache of each decoder layer is its last k-1 inputs `(B, k-1, D)` (zeros
     at the start, the causal convolution's left padding), so a step costs O(k)
     convolution positions and one attention row, instead of the whole prefix.
+    `zoo.decode` keeps the decoding within the learned target positions
+    (`zoo.decode.steps.check_width`).
 
     Args:
         layers: the model's layers by name (models from `build` or `.keras` files).
@@ -197,12 +201,6 @@ class IncrementalDecoder:
 
     def prepare(self, source, copies, width):
         """Encode `(B, S)`, repeat per beam; return the empty windows for B·copies rows."""
-        positions = self.layers["target_embedding"].sequence_length
-        if isinstance(width, int) and width > positions:
-            raise ZooError(
-                f"The model has {positions} learned target positions; cannot generate {width} "
-                "tokens. Pass a smaller `max_length` (the default is the source length + 50)."
-            )
         keys, values, mask = encode(self.layers, source, training=False)
         self.keys, self.values, self.mask = (
             ops.repeat(tensor, copies, axis=0) for tensor in (keys, values, mask)

@@ -33,7 +33,7 @@ model's `pad_id`, which its loss ignores).
 import tensorflow as tf
 
 from keras_attention.checks import check_int
-from zoo.text.special import END_ID, PAD_ID, START_ID, encode_sources
+from zoo.text.special import encode_sources, special_ids
 
 
 def _check_pairs(pairs):
@@ -135,7 +135,7 @@ def make_translation_dataset(
         bucket_boundaries = _check_bucket_boundaries(bucket_boundaries, max_length)
     if batch_tokens is not None and bucket_boundaries is None:
         raise ValueError("batch_tokens needs bucket_boundaries (batches by length bucket)")
-    ids = _special_ids(target_tokenizer)
+    ids = special_ids(target_tokenizer)
     dataset = tf.data.Dataset.from_tensor_slices(
         (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
     )
@@ -187,17 +187,10 @@ def _check_options(source_tokenizer, target_tokenizer, batch_size, max_length,
             raise ValueError(f"{name} must have a tokenize method; received {tokenizer!r}")
 
 
-def _special_ids(target_tokenizer):
-    """`{"start", "end", "pad"}` ids: the target tokenizer's own `special_ids`, or the zoo's."""
-    own = getattr(target_tokenizer, "special_ids", None) or {}
-    return {"start": own.get("start", START_ID), "end": own.get("end", END_ID),
-            "pad": own.get("pad", PAD_ID)}
-
-
 def _teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_length,
                      tokenize_batch_size):
     """String pairs -> `(source, target, labels)` int32 rows, tokenized in batches."""
-    source_end = (getattr(source_tokenizer, "special_ids", None) or {}).get("end", END_ID)
+    source_end = special_ids(source_tokenizer)["end"]
 
     def encode(source_text, target_text):  # (b,) strings each
         words = target_tokenizer.tokenize(target_text)[:, : max_length - 1]  # (b, (T-1))

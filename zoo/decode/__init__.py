@@ -28,7 +28,9 @@ and both work on models from `zoo.get` and on the same models after
   logits at position t (correct because position t only sees positions <= t).
 
 This module holds the public API; the loops are in `zoo.decode.loops` (greedy,
-GNMT beam) and `zoo.decode.hf_beam`, one step per model family in `zoo.decode.steps`.
+GNMT beam) and `zoo.decode.hf_beam`, one step per model family in `zoo.decode.steps`
+(with the check that decoding stays within a model's learned target positions),
+and the default search settings of runs and exports in `zoo.decode.defaults`.
 
 Conventions: id 0 is padding and is never generated; the source may be padded
 with 0 anywhere after its tokens. Models with other special ids (imported
@@ -41,14 +43,15 @@ source length (non-padding tokens) + 50 tokens, the paper's limit, so a row
 decodes the same alone as in a padded batch.
 """
 
-import numbers
 import weakref
 
 import tensorflow as tf
 
+from keras_attention import checks
 from zoo.decode import hf_beam
 from zoo.decode import loops as decode_loops
 from zoo.decode import steps as decode_steps
+from zoo.decode.defaults import GNMT
 from zoo.decode.search_steps import Ids
 from zoo.text.special import END_ID, PAD_ID, START_ID  # noqa: F401 - part of this module's API
 
@@ -120,7 +123,7 @@ def beam_search(
     model,
     source,
     beam_size=4,
-    alpha=0.6,
+    alpha=GNMT.alpha,
     max_length=None,
     start_id=START_ID,
     end_id=END_ID,
@@ -164,14 +167,9 @@ def beam_search(
         float32 `(B,)` the score `log p(tokens | source) / lp(length)` of each row's
         best hypothesis (length including `[END]`).
     """
-    if isinstance(beam_size, bool) or not isinstance(beam_size, numbers.Integral) or beam_size < 1:
-        raise ValueError(f"`beam_size` must be an integer >= 1; received beam_size={beam_size!r}.")
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
-        raise ValueError(f"`alpha` must be a number >= 0; received alpha={alpha!r}.")
-    if length_penalty not in LENGTH_PENALTIES:
-        raise ValueError(
-            f"`length_penalty` must be one of {LENGTH_PENALTIES}; received {length_penalty!r}."
-        )
+    checks.check_int("beam_size", beam_size, 1, numpy=True)
+    checks.check_number("alpha", alpha, 0, numpy=True)
+    checks.check_choice("length_penalty", length_penalty, LENGTH_PENALTIES)
     source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
     return _run(
         model, source, max_length, jit_compile, int(start_id), int(end_id), True,
@@ -179,18 +177,32 @@ def beam_search(
     )
 
 
-def strip_special(ids, end_id=END_ID):
-    """Cut each row of decoded ids at `[END]` and drop padding: a list of int lists."""
+def strip_special(ids, end_id=END_ID, pad_id=PAD_ID):
+    """Cut each row of decoded ids at `end_id` and drop `pad_id`: a list of int lists.
+
+    Pass the ids the model decoded with: the zoo's `[END]` = 3 and `[PAD]` = 0 by
+    default, a tokenizer's own from `zoo.text.special.special_ids(tokenizer)`
+    (imported Marian models: `</s>` = 0, padding = V - 1).
+    """
+    _check_ids(end_id=end_id, pad_id=pad_id)
     rows = []
     for row in tf.convert_to_tensor(ids).numpy().tolist():
         out = []
         for token in row:
             if token == end_id:
                 break
-            if token != 0:
+            if token != pad_id:
                 out.append(token)
         rows.append(out)
     return rows
+
+
+def _check_ids(**ids):
+    """Each id an integer >= 0 (numpy integers too), `end_id` different from `pad_id`."""
+    for name, value in ids.items():
+        checks.check(name, value, "an integer id >= 0", checks.is_int(value, numpy=True) and value >= 0)
+    if ids["end_id"] == ids["pad_id"]:
+        raise ValueError(f"`end_id` must differ from `pad_id`; both are {ids['pad_id']}.")
 
 
 def _check_common(source, max_length, start_id, end_id, pad_id=PAD_ID):
@@ -200,16 +212,11 @@ def _check_common(source, max_length, start_id, end_id, pad_id=PAD_ID):
     if not source.dtype.is_integer:
         raise ValueError(f"`source` must hold integer ids; received dtype {source.dtype.name}.")
     source = tf.cast(source, tf.int32)
-    for name, value in (("start_id", start_id), ("end_id", end_id), ("pad_id", pad_id)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ValueError(f"`{name}` must be an integer id >= 0; received {name}={value!r}.")
-    if end_id == pad_id:
-        raise ValueError(f"`end_id` must differ from `pad_id`; both are {pad_id}.")
+    _check_ids(start_id=start_id, end_id=end_id, pad_id=pad_id)
     if max_length is None:
         return source, None
-    if isinstance(max_length, numbers.Integral) and not isinstance(max_length, bool):
-        if max_length < 1:
-            raise ValueError(f"`max_length` must be >= 1; received max_length={max_length!r}.")
+    if checks.is_int(max_length, numpy=True):
+        checks.check_int("max_length", max_length, 1, numpy=True)
         return source, int(max_length)
     if isinstance(max_length, (tf.Tensor, tf.Variable)) or hasattr(max_length, "dtype"):
         max_length = tf.convert_to_tensor(max_length)
@@ -278,6 +285,7 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
     else:
         width = max_length
         limit = tf.fill(tf.shape(lengths), max_length)
+    source = decode_steps.check_width(model, width, source)
     ids = Ids(start_id, end_id, pad_id, force_end)
     if beam_size == 0:
         return decode_loops.greedy(stepper, source, width, limit, ids, with_score)

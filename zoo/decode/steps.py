@@ -40,6 +40,54 @@ def stepper(model, use_cache, pad_id=PAD_ID):
     return FullModelStep(model)
 
 
+def learned_positions(model):
+    """The number of target positions a model has learned (its target embedding's
+    `positional="learned"` table: a Transformer's or ConvS2S's), or None: no limit."""
+    for layer in model.layers:
+        if layer.name in ("target_embedding", "shared_embedding") and \
+                getattr(layer, "positional", None) == "learned":
+            return layer.sequence_length
+    return None
+
+
+def check_width(model, width, source):
+    """`source`, once decoding `width` positions (an int, or a scalar int tensor) is known
+    to stay within the model's learned target positions.
+
+    A Python int is checked now (`ValueError`). A tensor is checked when the graph runs,
+    by an assert (`InvalidArgumentError` naming the limit); XLA drops asserts, so the
+    graph also holds a zero-size tensor whose size is the excess, which XLA evaluates
+    when it compiles (its `InvalidArgumentError` names
+    `width_exceeds_learned_positions/excess_positions` and the excess).
+    Without the check, the embedding of a position past the table reads out of range:
+    an error on CPU, zeros on GPU, a clamped (wrong) row under XLA.
+    """
+    positions = learned_positions(model)
+    if positions is None:
+        return source
+    limit = f"The model has {positions} learned target positions"
+    if isinstance(width, int):
+        if width > positions:
+            raise ValueError(
+                f"{limit}; cannot generate {width} tokens. Pass a smaller `max_length` "
+                "(the default is the source length + 50)."
+            )
+        return source
+    with tf.name_scope("width_exceeds_learned_positions"):
+        excess = tf.maximum(width - positions, 0)
+        checks = [
+            tf.debugging.assert_less_equal(width, positions, message=(
+                f"{limit}; cannot generate as many tokens as max_length (default: the "
+                "source length + 50) asks for"
+            )),
+            tf.ensure_shape(
+                tf.zeros(tf.reshape(excess, [1]), tf.bool, name="excess_positions"), [0]
+            ),
+        ]
+    with tf.control_dependencies(checks):
+        return tf.identity(source)
+
+
 def _repeat(tensor, copies):
     return tensor if copies == 1 else tf.repeat(tensor, copies, axis=0)
 
@@ -62,20 +110,6 @@ class TransformerStep:
     def prepare(self, source, copies, width):
         """Encode `(B, S)`; keep per-beam copies of the cross-attention keys/values;
         return empty self-attention caches of `width` positions for B·copies rows."""
-        if self.target_embedding.positional == "learned":  # a table of `positions` rows
-            positions = self.target_embedding.sequence_length
-            if isinstance(width, int) and width > positions:
-                raise ValueError(
-                    f"The model has {positions} learned target positions; cannot generate "
-                    f"{width} tokens. Pass a smaller `max_length` (the default is the source "
-                    "length + 50)."
-                )
-            if not isinstance(width, int):  # checked when it runs
-                with tf.control_dependencies([tf.debugging.assert_less_equal(
-                    width, positions,
-                    message=f"max_length exceeds the model's {positions} learned target positions",
-                )]):
-                    source = tf.identity(source)
         source_mask = tf.not_equal(source, self.pad_id)  # (B, S)
         x = self.source_embedding(source, training=False)  # (B, S, D)
         for block in self.encoder_blocks:

@@ -85,9 +85,9 @@ import types
 import keras
 import tensorflow as tf
 
+from keras_attention.checks import check_int
 from zoo import families, files
 from zoo.errors import ZooError
-from zoo.export.checks import check_int
 from zoo.export.image import DEFAULT_TOP_K, ImageClassifierModule, image_export
 from zoo.export.translation import (  # noqa: F401 - part of this module's API
     DEFAULT_RNN_MAX_LENGTH,
@@ -218,7 +218,7 @@ def export(
     if base.exists() and not base.is_dir():
         raise ZooError(f"export: `path` must be a directory; {base} is a file.")
     if version is not None:
-        check_int("version", version, 1)
+        check_int("version", version, 1, prefix="export: ")
 
     # Every argument is checked (and the signatures prepared) before anything is written.
     if family in IMAGE_FAMILIES:

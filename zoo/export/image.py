@@ -7,8 +7,8 @@ Signatures (K classes, top k): `serving_default` takes uint8 images
 
 import tensorflow as tf
 
+from keras_attention.checks import check_int
 from zoo.errors import ZooError
-from zoo.export.checks import check_int
 
 DEFAULT_TOP_K = 5
 
@@ -110,7 +110,7 @@ def image_export(model, top_k, class_names):
     num_classes = int(model.outputs[0].shape[-1])
     if top_k is None:
         top_k = min(DEFAULT_TOP_K, num_classes)
-    check_int("top_k", top_k, 1, num_classes)
+    check_int("top_k", top_k, 1, num_classes, prefix="export: ")
     if class_names is None:
         class_names = [str(index) for index in range(num_classes)]
     else:

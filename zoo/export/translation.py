@@ -20,15 +20,17 @@ import os
 import tensorflow as tf
 import tensorflow_text
 
+from keras_attention.checks import check, check_choice, check_int, check_number
 from zoo import decode
+from zoo.decode.defaults import RNN_MAX_LENGTH, decoding_settings
 from zoo.errors import ZooError
-from zoo.export.checks import check_int
 from zoo.text import tokenizers
-from zoo.text.special import END_ID, PAD_ID, START_ID, encode_sources
+from zoo.text.special import encode_sources, special_ids
 
 # The RNNsearch has no position table: without `max_length` it decodes up to
-# this many tokens (`zoo.datasets.pipeline.make_translation_dataset`'s default).
-DEFAULT_RNN_MAX_LENGTH = 128
+# this many tokens (`zoo.decode.defaults`; the name is part of `zoo.export`'s API).
+DEFAULT_RNN_MAX_LENGTH = RNN_MAX_LENGTH
+PREFIX = "export: "  # of every error message
 # XLA exports: the narrowest source bucket (tokens + [END]).
 MIN_BUCKET = 8
 
@@ -103,13 +105,6 @@ def _position_limit(model):
     layers = _layers(model)
     names = ("shared_embedding", "source_embedding", "target_embedding")
     return min(layers[name].sequence_length for name in names if name in layers)
-
-
-def special_ids(tokenizer):
-    """`{"pad", "start", "end"}` of a tokenizer (`special_ids`), else the zoo's 0, 2, 3."""
-    ids = getattr(tokenizer, "special_ids", None) or {}
-    return {"pad": ids.get("pad", PAD_ID), "start": ids.get("start", START_ID),
-            "end": ids.get("end", END_ID)}
 
 
 def _load_tokenizer(name, tokenizer):
@@ -253,16 +248,15 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
         _target_vocabulary_size(model),
         "target",
     )
-    check_int("beam_size", beam_size, 1)
+    check_int("beam_size", beam_size, 1, prefix=PREFIX)
     length_penalty, force_end, alpha = _search_settings(
         target_tokenizer, length_penalty, force_end, alpha
     )
     limit = _position_limit(model) if family in ("transformer", "convs2s") else None
     if max_length is None:
-        max_length = limit if limit is not None else DEFAULT_RNN_MAX_LENGTH
-    check_int("max_length", max_length, 2, limit)
-    if not isinstance(jit_compile, bool):
-        raise ZooError(f"export: `jit_compile` must be a bool; received {jit_compile!r}.")
+        max_length = limit if limit is not None else RNN_MAX_LENGTH
+    check_int("max_length", max_length, 2, limit, prefix=PREFIX)
+    check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), PREFIX)
 
     module = TranslationModule(
         model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
@@ -287,19 +281,9 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
 
 
 def _search_settings(target_tokenizer, length_penalty, force_end, alpha):
-    """Defaults and checks of (length_penalty, force_end, alpha): Hugging Face's for a
-    tokenizer with its own `special_ids` (imported Marian models), else GNMT's."""
-    imported = getattr(target_tokenizer, "special_ids", None) is not None
-    if length_penalty is None:
-        length_penalty = "hf" if imported else "gnmt"
-    if length_penalty not in decode.LENGTH_PENALTIES:
-        raise ZooError(
-            f"export: `length_penalty` must be one of {decode.LENGTH_PENALTIES}; "
-            f"received length_penalty={length_penalty!r}."
-        )
-    force_end = imported if force_end is None else bool(force_end)
-    if alpha is None:
-        alpha = 1.0 if length_penalty == "hf" else 0.6
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
-        raise ZooError(f"export: `alpha` must be a number >= 0; received alpha={alpha!r}.")
-    return length_penalty, force_end, float(alpha)
+    """(length_penalty, force_end, alpha), defaulted (`zoo.decode.defaults`: Hugging Face's
+    for a tokenizer with its own special ids, imported Marian models; else GNMT's) and checked."""
+    settings = decoding_settings(target_tokenizer, length_penalty, alpha, force_end)
+    check_choice("length_penalty", settings.length_penalty, decode.LENGTH_PENALTIES, PREFIX)
+    check_number("alpha", settings.alpha, 0, prefix=PREFIX)
+    return settings.length_penalty, settings.force_end, float(settings.alpha)

@@ -36,7 +36,8 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
             run.model, root, version=version, tokenizer=run.source_tokenizer,
             target_tokenizer=(None if run.target_tokenizer is run.source_tokenizer
                               else run.target_tokenizer),
-            beam_size=beam_size, alpha=alpha, max_length=max_length or run.max_length,
+            beam_size=beam_size, alpha=alpha,
+            max_length=run.max_length if max_length is None else max_length,
             jit_compile=jit_compile,
         )
     else:

@@ -19,15 +19,16 @@ V - 1) and brings its own tokenizers (`source.spm`, `target.spm`,
   input `<pad> + y`, labels `y + </s>`, padded with `<pad>`, which the loss
   ignores), and decodes with their special ids, Hugging Face's length
   penalty (alpha 1.0) and a forced `</s>` at the length limit
-  (`decoding_options`).
+  (`decoding_options`; the policy is `zoo.decode.defaults`).
 
 `training.weights` in `config.json` records the folder.
 """
 
 from zoo import registry
+from zoo.decode.defaults import decoding_settings
 from zoo.errors import ZooError
-from zoo.export import special_ids
 from zoo.text import tokenizers
+from zoo.text.special import special_ids
 
 
 def is_imported(name, weights):
@@ -72,16 +73,17 @@ def folder_tokenizers(name, weights):
 def decoding_options(target_tokenizer, alpha=None):
     """Keyword arguments of `zoo.decode`'s `greedy_decode` / `beam_search` for a run.
 
-    The target tokenizer's special ids (`zoo.export.special_ids`). A tokenizer
-    with its own ids (an imported Marian model's) also gets what reproduces
-    Hugging Face's `generate`: `force_end=True` and `length_penalty="hf"`
-    with alpha 1.0 by default; the zoo's own runs GNMT's penalty, alpha 0.6.
+    The target tokenizer's special ids (`zoo.text.special.special_ids`) and the
+    search settings of `zoo.decode.defaults.decoding_settings`: a tokenizer with
+    its own ids (an imported Marian model's) also gets what reproduces Hugging
+    Face's `generate`: `force_end=True` and `length_penalty="hf"` with alpha 1.0
+    by default; the zoo's own runs GNMT's penalty, alpha 0.6.
     """
     ids = special_ids(target_tokenizer)
-    imported = getattr(target_tokenizer, "special_ids", None) is not None
+    settings = decoding_settings(target_tokenizer, alpha=alpha)
     return {
         "start_id": ids["start"], "end_id": ids["end"], "pad_id": ids["pad"],
-        "force_end": imported,
-        "length_penalty": "hf" if imported else "gnmt",
-        "alpha": (1.0 if imported else 0.6) if alpha is None else alpha,
+        "force_end": settings.force_end,
+        "length_penalty": settings.length_penalty,
+        "alpha": settings.alpha,
     }

@@ -3,12 +3,14 @@
 import keras
 import tensorflow as tf
 
+from keras_attention.checks import check_int
 from zoo import decode
+from zoo.decode.defaults import RNN_MAX_LENGTH
 from zoo.errors import ZooError
-from zoo.export import special_ids
 from zoo.runs.imported import decoding_options
 from zoo.runs.rundir import as_run
 from zoo.text import special as tokens
+from zoo.text.special import special_ids
 
 
 def padded_sources(tokenizer, sentences, max_length):
@@ -38,7 +40,8 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
         batch_size: sentences decoded at once.
         max_length: sources are cut to `max_length - 1` tokens plus `[END]` and
             at most `max_length` tokens are generated; default the model's
-            `max_length` (as the SavedModel export does).
+            `max_length` (as the SavedModel export does), or `RNN_MAX_LENGTH`
+            (`zoo.decode.defaults`) for a run whose config has none.
         progress: show a Keras progress bar.
 
     Returns:
@@ -49,9 +52,10 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
         raise ZooError(f"{run.name} is an image model; translate needs a translation run")
     if isinstance(sentences, str):
         raise ZooError("sentences must be a list of str, not a single str")
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ZooError(f"beam_size must be an int >= 1; received beam_size={beam_size!r}")
-    max_length = max_length or run.max_length or 128
+    check_int("beam_size", beam_size, 1)
+    if max_length is None:
+        max_length = RNN_MAX_LENGTH if run.max_length is None else run.max_length
+    check_int("max_length", max_length, 1)
     options = decoding_options(run.target_tokenizer, alpha)
     bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
     outputs = []

@@ -359,8 +359,7 @@ def load_tokenizers(folder):
     config = read_config(folder)
     fields = transformer_fields(config)
     separate = not config.get("share_encoder_decoder_embeddings", True)
-    ids = dict(pad_id=config["pad_token_id"], end_id=config["eos_token_id"],
-               start_id=config.get("decoder_start_token_id", config["pad_token_id"]))
+    ids = {name: fields[name] for name in ("pad_id", "end_id", "start_id")}  # the model's
     sides = (("source", "source.spm", marian_tokenizer.VOCAB_FILENAME,
               fields["source_vocabulary_size"] or fields["vocabulary_size"]),
              ("target", "target.spm", "target_vocab.json" if separate else marian_tokenizer.VOCAB_FILENAME,

@@ -16,6 +16,7 @@ import dataclasses
 import keras
 
 import keras_attention as ka
+from keras_attention import checks
 from keras_attention.layers.positional import LAYOUTS
 from zoo import registry
 from zoo.errors import ZooError
@@ -68,8 +69,9 @@ class TransformerConfig(registry.TranslationConfig):
     jit_compile: bool = False
 
     def __post_init__(self):
-        registry.check_positive(
+        checks.check_fields(
             self,
+            checks.check_positive_int,
             "vocabulary_size",
             "num_encoder_layers",
             "num_decoder_layers",
@@ -79,25 +81,24 @@ class TransformerConfig(registry.TranslationConfig):
             "max_length",
             "warmup_steps",
         )
-        registry.check_optional_positive(self, "source_vocabulary_size", "target_vocabulary_size")
-        registry.check_rate(self, "dropout", "attention_dropout", "label_smoothing")
-        registry.check_choice(self, "positional", ("sinusoidal", "learned"))
-        registry.check_choice(self, "activation", ACTIVATIONS)
-        registry.check_choice(self, "positional_layout", LAYOUTS)
+        checks.check_fields(self, checks.check_positive_int, "source_vocabulary_size",
+                            "target_vocabulary_size", allow_none=True)
+        checks.check_fields(self, checks.check_rate, "dropout", "attention_dropout",
+                            "label_smoothing")
+        checks.check_choice("positional", self.positional, ("sinusoidal", "learned"))
+        checks.check_choice("activation", self.activation, ACTIVATIONS)
+        checks.check_choice("positional_layout", self.positional_layout, LAYOUTS)
         for name in ("scale_embeddings", "final_logits_bias"):
-            if not isinstance(getattr(self, name), bool):
-                raise ZooError(f"`{name}` must be a bool; received {name}={getattr(self, name)!r}.")
+            value = getattr(self, name)
+            checks.check(name, value, "a bool", isinstance(value, bool))
         smallest = min(self.source_vocab, self.target_vocab)
         for name in ("pad_id", "start_id", "end_id"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < smallest:
-                raise ZooError(
-                    f"`{name}` must be an id in [0, {smallest}) (the vocabulary); "
-                    f"received {name}={value!r}."
-                )
+            checks.check(name, value, f"an id in [0, {smallest}) (the vocabulary)",
+                         checks.is_int(value) and 0 <= value < smallest)
         if self.end_id == self.pad_id:
             raise ZooError(f"`end_id` must differ from `pad_id`; both are {self.pad_id}.")
-        registry.check_choice(self, "attention", ("softmax", "linear"))
+        checks.check_choice("attention", self.attention, ("softmax", "linear"))
         if self.attention == "linear" and self.attention_dropout > 0:
             raise ZooError(
                 "attention='linear' has no attention weights to drop; received "
@@ -108,7 +109,7 @@ class TransformerConfig(registry.TranslationConfig):
                 "num_heads must divide d_model; received "
                 f"num_heads={self.num_heads}, d_model={self.d_model}."
             )
-        registry.check_positive_number(self, "learning_rate_scale")
+        checks.check_positive_number("learning_rate_scale", self.learning_rate_scale)
 
     @property
     def shared_vocabulary(self):

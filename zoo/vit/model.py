@@ -10,6 +10,7 @@ import keras
 import numpy as np
 
 import keras_attention as ka
+from keras_attention import checks
 from zoo import registry
 from zoo.errors import ZooError
 from zoo.families import numbered_layers
@@ -105,17 +106,19 @@ class ViTConfig:
     jit_compile: bool = False
 
     def __post_init__(self):
-        registry.check_positive(
-            self, "image_size", "channels", "num_classes", "patch_size", "num_layers",
-            "hidden_dim", "num_heads", "mlp_dim", "decay_steps",
+        checks.check_fields(
+            self, checks.check_positive_int, "image_size", "channels", "num_classes",
+            "patch_size", "num_layers", "hidden_dim", "num_heads", "mlp_dim", "decay_steps",
         )
-        registry.check_rate(
-            self, "dropout", "attention_dropout", "label_smoothing", "random_translation",
-            "random_zoom",
+        checks.check_fields(
+            self, checks.check_rate, "dropout", "attention_dropout", "label_smoothing",
+            "random_translation", "random_zoom",
         )
-        _check_bounds(self, _AUGMENTATION_BOUNDS)
-        registry.check_choice(self, "pooling", ("cls", "gap", "seq"))
-        registry.check_choice(self, "activation", ("gelu", "gelu_tanh"))
+        checks.check_number("random_erasing", self.random_erasing, 0, 1)
+        checks.check_number("augmentation_until", self.augmentation_until, 0, 1,
+                            open_minimum=True)
+        checks.check_choice("pooling", self.pooling, ("cls", "gap", "seq"))
+        checks.check_choice("activation", self.activation, ("gelu", "gelu_tanh"))
         if self.pooled_norm and self.pooling != "gap":
             raise ZooError(
                 "`pooled_norm` needs pooling='gap' (the norm of timm's average-pooled ViTs); "
@@ -140,7 +143,9 @@ class ViTConfig:
                 "jit_compile=True. Use random_translation / random_flip / random_erasing, "
                 "or jit_compile=False."
             )
-        _check_bounds(self, _RECIPE_BOUNDS)
+        checks.check_positive_number("learning_rate", self.learning_rate)
+        checks.check_number("weight_decay", self.weight_decay, 0)
+        checks.check_int("warmup_steps", self.warmup_steps, 0)
 
     @property
     def augments(self):
@@ -180,29 +185,6 @@ class ViTConfig:
             {"images": f"uint8 or float32 (batch, {shape[1:-1]}), pixel values in [0, 255]"},
             {"logits": f"float32 (batch, {self.num_classes})"},
         )
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-# (field, what it must be, the test): the fields `registry.check_*` do not cover.
-_AUGMENTATION_BOUNDS = (
-    ("random_erasing", "in [0, 1]", lambda v: _is_number(v) and 0 <= v <= 1),
-    ("augmentation_until", "in (0, 1]", lambda v: _is_number(v) and 0 < v <= 1),
-)
-_RECIPE_BOUNDS = (
-    ("learning_rate", "positive", lambda v: _is_number(v) and v > 0),
-    ("weight_decay", ">= 0", lambda v: _is_number(v) and v >= 0),
-    ("warmup_steps", "an integer >= 0", lambda v: isinstance(v, int) and 0 <= v),
-)
-
-
-def _check_bounds(config, bounds):
-    for name, requirement, holds in bounds:
-        value = getattr(config, name)
-        if not holds(value):
-            raise ZooError(f"`{name}` must be {requirement}; received {name}={value!r}.")
 
 
 def _check_pixel_statistics(config):
