@@ -281,7 +281,7 @@ def test_cached_steps_give_the_full_models_logits(model, rng):
     target = target.astype("int32")
     expected = np.asarray(model({"source": SOURCE, "target": target}, training=False))
     stepper = decode._stepper(model, use_cache=True)
-    assert isinstance(stepper, zoo.convs2s.IncrementalDecoder)
+    assert isinstance(stepper, zoo.decode.steps.IncrementalDecoder)
     windows = stepper.prepare(tf.constant(SOURCE), 2, target.shape[1])  # 2 copies per row
     for t in range(target.shape[1]):
         logits, windows = stepper.step(tf.constant(np.repeat(target[:, t], 2)), tf.constant(t), windows)

@@ -27,7 +27,7 @@ the zoo does not have.
 Simplified from the paper: no weight normalisation (the initialisation of
 section 3.5 is kept), the same width for every layer (no residual projections),
 and one kernel size for encoder and decoder. Cached decoding
-(`IncrementalDecoder`, used by `zoo.decode`) keeps each decoder layer's last
+(`zoo.decode.steps.IncrementalDecoder`) keeps each decoder layer's last
 k-1 inputs, as fairseq's `LinearizedConvolution` does.
 """
 
@@ -180,49 +180,6 @@ def decode(layers, target, keys, values, mask, training=None):
     y = layers["decoder_output_projection"](y)  # (B, T, output_embedding_dim)
     y = layers["output_dropout"](y, training=training)
     return layers["logits"](layers["output_projection"](y)), attention
-
-
-class IncrementalDecoder:
-    """`zoo.decode`'s cached step for ConvS2S: the encoder once, then one token at a time.
-
-    The cache of each decoder layer is its last k-1 inputs `(B, k-1, D)` (zeros
-    at the start, the causal convolution's left padding), so a step costs O(k)
-    convolution positions and one attention row, instead of the whole prefix.
-    `zoo.decode` keeps the decoding within the learned target positions
-    (`zoo.decode.steps.check_width`).
-
-    Args:
-        layers: the model's layers by name (models from `build` or `.keras` files).
-    """
-
-    def __init__(self, layers):
-        self.layers = layers
-        self.blocks = numbered_layers(layers, "convolutional_decoder_block_")
-
-    def prepare(self, source, copies, width):
-        """Encode `(B, S)`, repeat per beam; return the empty windows for B·copies rows."""
-        keys, values, mask = encode(self.layers, source, training=False)
-        self.keys, self.values, self.mask = (
-            ops.repeat(tensor, copies, axis=0) for tensor in (keys, values, mask)
-        )
-        rows = ops.shape(self.keys)[0]
-        return tuple(
-            ops.zeros((rows, block.kernel_size - 1, block.hidden_dim), self.keys.dtype)
-            for block in self.blocks
-        )
-
-    def step(self, tokens, t, windows):
-        """tokens `(B,)` at position t -> logits `(B, V)` for position t, new windows."""
-        embedded = self.layers["target_embedding"](tokens[:, None], start_index=t, training=False)
-        y = self.layers["decoder_input_projection"](embedded)  # (B, 1, D)
-        new_windows = []
-        for block, window in zip(self.blocks, windows):
-            y, window = block.call_with_cache(
-                y, window, embedded, self.keys, self.values, encoder_padding_mask=self.mask
-            )
-            new_windows.append(window)
-        logits = self.layers["output_projection"](self.layers["decoder_output_projection"](y))
-        return ops.cast(logits[:, 0, :], "float32"), tuple(new_windows)
 
 
 def build(config):

@@ -22,7 +22,7 @@ and both work on models from `zoo.get` and on the same models after
   `BahdanauDecoder.step`; the "cache" is the recurrent state (with
   `attention="location"` also the previous alignment `α_{t-1}`), O(S) per step.
 - ConvS2S (`use_cache=True`): the encoder runs once; each decoder layer keeps its
-  last k-1 inputs (`zoo.convs2s.IncrementalDecoder`), O(k + S) per step.
+  last k-1 inputs (`zoo.decode.steps.IncrementalDecoder`), O(k + S) per step.
 - `use_cache=False` (and any other `{"source", "target"}` -> logits model): the
   full model re-runs at every step on a fixed-size target buffer, reading the
   logits at position t (correct because position t only sees positions <= t).

@@ -10,12 +10,15 @@ is any nest of tensors with `B·K` rows.
 - `TransformerStep`: self-attention key/value caches of `width` positions.
 - `RNNSearchStep`: the decoder's recurrent state (with location-aware
   attention, also the previous alignment `α_{t-1}`).
+- `IncrementalDecoder`: ConvS2S, each decoder layer's last k-1 inputs.
 - `FullModelStep`: no cache; the whole model on a fixed-size target buffer.
 """
 
 import tensorflow as tf
+from keras import ops
 
 from zoo import convs2s, families, seq2seq
+from zoo.families import numbered_layers
 from zoo.text.special import PAD_ID
 
 
@@ -27,7 +30,7 @@ def stepper(model, use_cache, pad_id=PAD_ID):
     if family == "seq2seq" and isinstance(layers.get("decoder"), seq2seq.BahdanauDecoder):
         return RNNSearchStep(layers)
     if family == "convs2s":  # each decoder layer's last k-1 inputs
-        return convs2s.IncrementalDecoder(layers)
+        return IncrementalDecoder(layers)
     try:
         input_names = {tensor.name for tensor in model.inputs or []}
     except AttributeError:  # a subclassed model: try it
@@ -189,3 +192,46 @@ class FullModelStep:
         buffer += tokens[:, None] * tf.one_hot(t, self.width, dtype=tf.int32)[None, :]
         logits = self.model({"source": self.source, "target": buffer}, training=False)
         return tf.cast(logits[:, t, :], tf.float32), (buffer,)
+
+
+class IncrementalDecoder:
+    """`zoo.decode`'s cached step for ConvS2S: the encoder once, then one token at a time.
+
+    The cache of each decoder layer is its last k-1 inputs `(B, k-1, D)` (zeros
+    at the start, the causal convolution's left padding), so a step costs O(k)
+    convolution positions and one attention row, instead of the whole prefix.
+    `zoo.decode` keeps the decoding within the learned target positions
+    (`zoo.decode.steps.check_width`).
+
+    Args:
+        layers: the model's layers by name (models from `build` or `.keras` files).
+    """
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.blocks = numbered_layers(layers, "convolutional_decoder_block_")
+
+    def prepare(self, source, copies, width):
+        """Encode `(B, S)`, repeat per beam; return the empty windows for B·copies rows."""
+        keys, values, mask = convs2s.encode(self.layers, source, training=False)
+        self.keys, self.values, self.mask = (
+            ops.repeat(tensor, copies, axis=0) for tensor in (keys, values, mask)
+        )
+        rows = ops.shape(self.keys)[0]
+        return tuple(
+            ops.zeros((rows, block.kernel_size - 1, block.hidden_dim), self.keys.dtype)
+            for block in self.blocks
+        )
+
+    def step(self, tokens, t, windows):
+        """tokens `(B,)` at position t -> logits `(B, V)` for position t, new windows."""
+        embedded = self.layers["target_embedding"](tokens[:, None], start_index=t, training=False)
+        y = self.layers["decoder_input_projection"](embedded)  # (B, 1, D)
+        new_windows = []
+        for block, window in zip(self.blocks, windows):
+            y, window = block.call_with_cache(
+                y, window, embedded, self.keys, self.values, encoder_padding_mask=self.mask
+            )
+            new_windows.append(window)
+        logits = self.layers["output_projection"](self.layers["decoder_output_projection"](y))
+        return ops.cast(logits[:, 0, :], "float32"), tuple(new_windows)
