@@ -205,9 +205,9 @@ def test_cached_step_logits_match_full_model(kind, models, rng):
         np.testing.assert_allclose(logits, expected[:, t], atol=2e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize(
-    "kind", ["post_norm_tied", "pre_norm_untied_learned", "gru", "lstm", "location"]
-)
+# One Transformer and two RNNs: every model's cached step is checked against the full
+# model in test_cached_step_logits_match_full_model.
+@pytest.mark.parametrize("kind", ["pre_norm_untied_learned", "lstm", "location"])
 def test_cached_greedy_equals_uncached(kind, models, rng):
     model = models[kind]
     source = padded_source(rng, SOURCE_LENGTHS)
@@ -252,8 +252,12 @@ def test_beam_size_one_is_greedy_and_scores_match_numpy(kind, models, rng):
     np.testing.assert_allclose(scores, numpy_scores(model, source, greedy.numpy(), 0.6), atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", ["pre_norm_untied_learned", "gru", "location"])
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+# Each model once, graph or XLA: the scoring lines are the same for every model.
+@pytest.mark.parametrize(
+    "kind, jit_compile",
+    [("pre_norm_untied_learned", False), ("gru", True), ("location", False)],
+    ids=["pre_norm_untied_learned-graph", "gru-xla", "location-graph"],
+)
 def test_greedy_score_is_the_sum_of_the_chosen_log_probs(kind, jit_compile, models, rng):
     model = models[kind]
     source = padded_source(rng, SOURCE_LENGTHS)
@@ -272,8 +276,10 @@ def test_greedy_score_is_the_sum_of_the_chosen_log_probs(kind, jit_compile, mode
         forced_scores, numpy_scores(model, source, forced.numpy(), 0.0, end), atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", ["pre_norm_untied_learned", "lstm", "location"])
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
+# Each model once, with and without the length penalty between them.
+@pytest.mark.parametrize(
+    "kind, alpha", [("pre_norm_untied_learned", 0.6), ("lstm", 0.0), ("location", 0.6)]
+)
 def test_beam_scores_match_numpy_and_beat_greedy(kind, alpha, models, rng):
     model = models[kind]
     source = padded_source(rng, SOURCE_LENGTHS)
@@ -324,7 +330,9 @@ def test_wide_beam_finds_the_best_hypothesis(alpha, rng):
 # === Padding, batches, graphs, XLA, saved models ===
 
 
-@pytest.mark.parametrize("kind", ["post_norm_tied", "pre_norm_untied_learned", "gru", "location"])
+# A Transformer and an RNN whose state carries more than its cell (α_{t-1}); the other
+# models share these lines (their cached steps are checked in test_cached_step_logits_...).
+@pytest.mark.parametrize("kind", ["post_norm_tied", "location"])
 def test_padded_batch_decodes_each_row_as_alone(kind, models, rng):
     """Rows of different lengths in one padded batch (encoder outputs repeated per
     beam) decode exactly as each row alone, unpadded, with the default max length."""

@@ -16,7 +16,7 @@ from zoo import decode
 
 V = 16
 SIZES = dict(
-    num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=4, intermediate_dim=64,
+    num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=4, intermediate_dim=64,
     vocabulary_size=V, max_length=64, attention="linear",
 )
 
@@ -120,17 +120,17 @@ def test_cached_step_logits_match_full_model(model):
 
 def test_cached_decoding_equals_uncached_also_under_xla(model):
     source = _source(np.random.default_rng(3))
-    cached = decode.greedy_decode(model, source, max_length=12).numpy()
-    uncached = decode.greedy_decode(model, source, max_length=12, use_cache=False).numpy()
+    cached = decode.greedy_decode(model, source, max_length=8).numpy()
+    uncached = decode.greedy_decode(model, source, max_length=8, use_cache=False).numpy()
     np.testing.assert_array_equal(cached, uncached)
-    one_beam, _ = decode.beam_search(model, source, beam_size=1, max_length=12)
+    one_beam, _ = decode.beam_search(model, source, beam_size=1, max_length=8)
     np.testing.assert_array_equal(one_beam, cached)  # the state is reordered with the beams
-    beam, scores = decode.beam_search(model, source, beam_size=3, max_length=12)
+    beam, scores = decode.beam_search(model, source, beam_size=3, max_length=8)
 
     @tf.function(jit_compile=True)
     def compiled(source):
-        return (decode.greedy_decode(model, source, max_length=12),
-                *decode.beam_search(model, source, beam_size=3, max_length=12))
+        return (decode.greedy_decode(model, source, max_length=8),
+                *decode.beam_search(model, source, beam_size=3, max_length=8))
 
     xla_greedy, xla_beam, xla_scores = compiled(tf.constant(source))
     np.testing.assert_array_equal(xla_greedy, cached)
