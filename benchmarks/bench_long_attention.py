@@ -163,6 +163,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--point-iterations", type=int, default=1)
+    parser.add_argument("--memory-variants", nargs="+", choices=("full", "keras", "chunked"),
+                        default=["full", "keras", "chunked"],
+                        help="the variants whose peak memory is measured (default all three)")
     parser.add_argument("--max-scores-gb", type=float, default=2.0)
     parser.add_argument("--cap-seconds", type=float, default=600)
     parser.add_argument("--point", action="store_true", help=argparse.SUPPRESS)
@@ -176,6 +179,7 @@ def main():
         args.ratio_lengths, args.memory_lengths = [64], [64]
         args.chunk_size = args.ratio_chunk_size = 32
         args.cap_seconds = 120
+        args.memory_variants = ["chunked"]  # one fresh process: its code runs in the ratios too
     import keras
     import tensorflow as tf
 
@@ -198,7 +202,7 @@ def main():
     print("| variant | n | step s | first step s | RSS before MiB | peak RSS MiB | status |")
     print("|---|---|---|---|---|---|---|")
     for length in args.memory_lengths:
-        for variant in ("full", "keras", "chunked"):
+        for variant in args.memory_variants:
             row = measure_memory(variant, length, args)
             if row["status"] == "ok":
                 print(f"| {variant} | {length} | {row['step_s']:.2f} | {row['compile_s']:.2f} | "

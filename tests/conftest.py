@@ -2,6 +2,8 @@
 
 import os
 import pathlib
+import runpy
+import sys
 
 import pytest
 
@@ -73,6 +75,37 @@ def expect_network_block():
     already = len(no_network.blocked)
     yield no_network.blocked
     del no_network.blocked[already:]
+
+
+# === Benchmark scripts, run in this process ===
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def run_benchmark(monkeypatch, capsys):
+    """`run_benchmark("bench_x.py", *args)` runs `python benchmarks/bench_x.py ARGS` in this
+    process (`runpy`, `sys.argv` set; no other TensorFlow import) and returns its stdout.
+
+    A script's own subprocesses (fresh processes per measured point) stay processes. The
+    script exiting non-zero (`sys.exit`, `SystemExit`) fails the test with its output.
+    """
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # sys.path comes back after the test
+
+    def run(script, *args):
+        path = str(BENCHMARKS / script)
+        monkeypatch.setattr(sys, "argv", [path, *map(str, args)])
+        capsys.readouterr()  # only this run's output
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as exit_:
+            if exit_.code not in (None, 0):
+                captured = capsys.readouterr()
+                pytest.fail(f"{script} exited with {exit_.code!r}:\n{captured.out[-3000:]}\n"
+                            f"{captured.err[-3000:]}", pytrace=False)
+        return capsys.readouterr().out
+
+    return run
 
 
 # === Small WordPiece tokenizers of the `numbers` task (tests of zoo.text) ===

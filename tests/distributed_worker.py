@@ -4,7 +4,8 @@ Run by tests/test_distribute.py, one process per worker (`TF_CONFIG` set for
 `--strategy multiworker`):
 
     python tests/distributed_worker.py --weights FILE --log FILE [--pause-at E:B] \
-        -- train transformer-tiny --data numbers --strategy multiworker --out RUN ...
+        [--interrupt-at E:B] -- train transformer-tiny --data numbers --strategy multiworker \
+        --out RUN ...
 
 The arguments after `--` go to the real command line (`zoo.cli.main`), which
 calls `zoo.runs.train`; this script only wraps that call to add:
@@ -15,6 +16,11 @@ calls `zoo.runs.train`; this script only wraps that call to add:
   worker its own file.
 - `--pause-at E:B`: sleep after batch B of epoch E (0-based) until killed
   (the fault-tolerance test).
+- `--interrupt-at E:B`: interrupt training after batch B of epoch E as Ctrl-C
+  does (`KeyboardInterrupt`), then run the same command again in this
+  process, as the CLI's message says: it resumes from the last backup (a
+  single-replica reference interrupted where a killed job was, without a
+  second process).
 - After training (unless `--no-export`), every worker exports the model as a SavedModel
   (`model.export`; TensorFlow wants every worker in a save): the chief into
   `RUN/export`, the others into a temporary directory
@@ -35,11 +41,15 @@ def main(argv=None):
     parser.add_argument("--weights", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--pause-at", default=None)
+    parser.add_argument("--interrupt-at", default=None)
     parser.add_argument("--no-export", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    pause_at = tuple(int(v) for v in args.pause_at.split(":")) if args.pause_at else None
+    pause_at, interrupt_at = (
+        tuple(int(v) for v in at.split(":")) if at else None
+        for at in (args.pause_at, args.interrupt_at)
+    )
 
     # Nothing here may run a TensorFlow op before `train` creates the strategy
     # (MultiWorkerMirroredStrategy must come first).
@@ -75,8 +85,12 @@ def main(argv=None):
             if pause_at == (self.epoch, batch):
                 write(event="paused", epoch=self.epoch, batch=batch)
                 time.sleep(600)  # Until the test kills this process.
+            if interrupt_at == (self.epoch, batch) and not interrupted:
+                interrupted.append((self.epoch, batch))
+                write(event="interrupted", epoch=self.epoch, batch=batch)
+                raise KeyboardInterrupt
 
-    results = []
+    results, interrupted = [], []
     real_train = runs.train
 
     def probed_train(*positional, **keywords):
@@ -86,6 +100,9 @@ def main(argv=None):
 
     runs.train = probed_train
     status = cli.main(command)
+    if interrupted and status == cli.EXIT_INTERRUPTED and not results:
+        keras.backend.clear_session()  # as in a new process; the layer names stay the same
+        status = cli.main(command)  # the same command again: it resumes
     if status or not results:
         return status or 1
 

@@ -1,26 +1,19 @@
-"""The complexity benchmark runs end to end at a tiny size: a table, slopes and a picture."""
+"""The complexity benchmark runs end to end at tiny sizes: a table, slopes and a picture.
+
+The script runs in this process; each of its points still runs in a fresh process, whose
+peak resident set is the point's own.
+"""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_complexity.py"
 
 
-def test_bench_complexity_quick_writes_table_json_and_picture(tmp_path):
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+def test_bench_complexity_quick_writes_table_json_and_picture(tmp_path, run_benchmark):
     picture, points = tmp_path / "complexity.png", tmp_path / "points.json"
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--output", str(picture), "--json", str(points)],
-        capture_output=True, text=True, timeout=300, env=environment, check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "| n | softmax | chunked | linear | conv | gru |" in result.stdout
-    row = next(line for line in result.stdout.splitlines() if line.startswith("| 32 |"))
+    out = run_benchmark("bench_complexity.py", "--quick", "--output", picture, "--json", points)
+    assert "| n | softmax | chunked | linear | conv | gru |" in out
+    row = next(line for line in out.splitlines() if line.startswith("| 32 |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
-    assert "| layer | textbook time | sequential ops | max path |" in result.stdout
+    assert "| layer | textbook time | sequential ops | max path |" in out
     saved = json.loads(points.read_text())
     assert [p["layer"] for p in saved["points"]] == ["softmax", "chunked", "linear", "conv", "gru"]
     assert all(p["status"] == "ok" and p["n"] == 32 and p["d"] == 16 for p in saved["points"])
@@ -28,26 +21,21 @@ def test_bench_complexity_quick_writes_table_json_and_picture(tmp_path):
     assert [p["steps"] for p in saved["points"]] == [1] * 5
     assert cells == [f"{p['step_s'] * 1e3:.1f} / {p['peak_mib']:.0f}" for p in saved["points"]]
     assert picture.stat().st_size > 0
-    redraw = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--plot-only", str(points), "--output",
-         str(tmp_path / "again.png")],
-        capture_output=True, text=True, timeout=120, env=environment, check=False,
-    )
-    assert redraw.returncode == 0, redraw.stdout + redraw.stderr
+    again = run_benchmark("bench_complexity.py", "--quick", "--plot-only", points, "--output",
+                          tmp_path / "again.png")
+    assert again.splitlines()[-1] == f"wrote {tmp_path / 'again.png'}"
+    assert row in again  # the same table, from the saved points
     assert (tmp_path / "again.png").stat().st_size > 0
 
 
-def test_a_failed_point_is_recorded_not_dropped(tmp_path):
+def test_a_failed_point_is_recorded_not_dropped(tmp_path, run_benchmark):
     """A point over the time cap is recorded and larger n of that layer are skipped."""
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     points = tmp_path / "points.json"
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--min-n", "128", "--max-n", "256", "--widths", "16",
-         "--layers", "conv", "--cap-seconds", "0.5", "--json", str(points),
-         "--output", str(tmp_path / "c.png")],
-        capture_output=True, text=True, timeout=120, env=environment, check=False,
+    out = run_benchmark(
+        "bench_complexity.py", "--min-n", "128", "--max-n", "256", "--widths", "16",
+        "--layers", "conv", "--cap-seconds", "0.5", "--json", points,
+        "--output", tmp_path / "c.png",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     statuses = [p["status"] for p in json.loads(points.read_text())["points"]]
     assert statuses == ["time cap 0.5 s", "skipped: a smaller n failed"], statuses
-    assert "× time cap" in result.stdout
+    assert "× time cap" in out

@@ -1,25 +1,8 @@
 """The decoding benchmark runs end to end at tiny sizes and prints its table."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_decode.py"
-
-
-def test_bench_decode_quick_prints_a_table():
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    out = result.stdout
+def test_bench_decode_quick_prints_a_table(run_benchmark):
+    out = run_benchmark("bench_decode.py", "--quick")
     assert "| batch | variant | tokens/s |" in out
     rows = [line for line in out.splitlines() if line.startswith(("| 1 |", "| 4 |"))]
     variants = ["uncached, tf.function", "cached, tf.function", "cached, XLA",

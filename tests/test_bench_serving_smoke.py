@@ -1,26 +1,17 @@
 """The concurrency benchmark runs end to end at tiny sizes, and counts failures."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPT = BENCHMARKS / "bench_serving.py"
 
 
-def test_bench_serving_quick_serves_every_request(tmp_path):
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(tmp_path / "rows.json")],
-        capture_output=True, text=True, timeout=300, env=environment, check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "| export | threads | requests/s | sentences/s | p50 ms | p99 ms | failed |" in result.stdout
+def test_bench_serving_quick_serves_every_request(tmp_path, run_benchmark):
+    out = run_benchmark("bench_serving.py", "--quick", "--json", tmp_path / "rows.json")
+    assert "| export | threads | requests/s | sentences/s | p50 ms | p99 ms | failed |" in out
     rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
     assert [(row["export"], row["threads"]) for row in rows] == [
         ("SavedModel", 1), ("SavedModel", 4), ("SavedModel XLA", 1), ("SavedModel XLA", 4),

@@ -1,30 +1,14 @@
 """The attention benchmark runs end to end at tiny sizes and prints its table."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_attention.py"
-
-
-def test_bench_attention_quick_prints_a_table():
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=environment,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    assert "| attention | compile | layer | ms (median) |" in result.stdout
+def test_bench_attention_quick_prints_a_table(run_benchmark):
+    out = run_benchmark("bench_attention.py", "--quick")
+    lines = out.splitlines()
+    assert "| attention | compile | layer | ms (median) |" in out
     rows = [line for line in lines if line.startswith(("| self |", "| cross |"))]
     # 2 attention kinds × 2 compile modes × (ours, keras, floor).
-    assert len(rows) == 12, result.stdout
-    assert "GFLOP/s" in result.stdout and "Ceiling" in result.stdout
+    assert len(rows) == 12, out
+    assert "GFLOP/s" in out and "Ceiling" in out
     # Forward FLOPs from the --quick sizes (B 2, d 32, 4 heads of 8, n 16, m 16 or 12):
     # the Q, K, V and output projections, QKᵀ and AV, 2 per multiply-add.
     flops = {}
@@ -32,7 +16,7 @@ def test_bench_attention_quick_prints_a_table():
         projections = 2 * 2 * (2 * n + 2 * m) * 32 * 32
         flops[attention] = projections + 2 * (2 * 2 * 4 * n * m * 8)
     assert f"Forward FLOPs: self {flops['self'] / 1e9:.4g} G, cross {flops['cross'] / 1e9:.4g} G" \
-        in result.stdout
+        in out
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         milliseconds, achieved = float(cells[3]), float(cells[5])  # rounded to 0.01, 0.1

@@ -1,6 +1,7 @@
 """Tests for zoo/distribute/strategies.py: strategy names, TF_CONFIG, XLA over CPU
 replicas, and a TPU that is not there (quick one-line errors)."""
 
+import json
 import os
 import pathlib
 import socket
@@ -79,35 +80,80 @@ def test_check_jit_compile_refuses_xla_over_several_cpu_replicas():
     distribute.check_jit_compile(None, True)  # the current strategy: the default one here
 
 
-def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(tmp_path):
-    """What TensorFlow would do at the first step (a traceback, or an abort under
-    MultiWorkerMirroredStrategy) is refused before the data is loaded."""
-    script = (
-        "import sys, tensorflow as tf\n"
-        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
-        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
-        "import zoo\n"
-        "from zoo import cli, distribute\n"
-        "with distribute.get_strategy('mirrored').scope():\n"  # zoo.get in a scope
-        "    try:\n"
-        "        zoo.get('vit-tiny', jit_compile=True)\n"
-        "    except ValueError as error:\n"
-        "        print('zoo.get refused:', error)\n"
-        "sys.exit(cli.main(sys.argv[1:]))\n"
-    )
-    out = tmp_path / "run"
+# One fresh process runs both command lines below: it splits its CPU into two logical
+# devices first (only possible before TensorFlow initialises its devices), then runs
+# `zoo train --jit` with `--strategy mirrored` (`zoo.cli.main`), then `python -m zoo train
+# --strategy tpu --tpu local` (the `zoo/__main__.py` entry point, `runpy`): each command's
+# exit code, stdout and stderr (what Python writes) are one JSON line.
+TWO_COMMANDS = """
+import contextlib, io, json, runpy, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import zoo
+from zoo import cli, distribute
+
+
+def jit(argv):
+    with distribute.get_strategy("mirrored").scope():  # zoo.get in a scope
+        try:
+            zoo.get("vit-tiny", jit_compile=True)
+        except ValueError as error:
+            print("zoo.get refused:", error)
+    return cli.main(argv)
+
+
+def python_m_zoo(argv):
+    sys.argv = ["zoo", *argv]
+    try:
+        runpy.run_module("zoo", run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        return exit_.code
+    return 0
+
+
+commands = json.loads(sys.argv[1])
+for name, run in (("jit", jit), ("tpu", python_m_zoo)):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(commands[name])
+    print(json.dumps({"name": name, "code": code, "stdout": out.getvalue(),
+                      "stderr": err.getvalue()}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def two_commands(tmp_path_factory):
+    """`{name: {"code", "stdout", "stderr", "out"}}` of the two command lines, run in one
+    fresh process; `out` is the run directory each was given."""
+    base = tmp_path_factory.mktemp("strategy-errors")
+    commands = {
+        "jit": ["train", "transformer-tiny", "--data", "numbers", "--strategy", "mirrored",
+                "--jit", "--out", str(base / "jit")],
+        "tpu": ["train", "transformer-tiny", "--data", "numbers", "--strategy", "tpu",
+                "--tpu", "local", "--out", str(base / "tpu")],
+    }
     result = subprocess.run(
-        [sys.executable, "-c", script, "train", "transformer-tiny", "--data", "numbers",
-         "--strategy", "mirrored", "--jit", "--out", str(out)],
+        [sys.executable, "-c", TWO_COMMANDS, json.dumps(commands)],
         capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT,
     )
-    assert result.returncode == 2, result.stderr[-4000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo train: error:")]
-    assert len(errors) == 1 and "2 CPU replicas (MirroredStrategy)" in errors[0], result.stderr
-    assert "Traceback" not in result.stderr
-    assert "zoo.get refused: XLA" in result.stdout, result.stdout
-    assert "Loading" not in result.stdout + result.stderr  # refused before the data
-    assert not out.exists()
+    assert result.returncode == 0, result.stderr[-4000:]
+    runs = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [run["name"] for run in runs] == ["jit", "tpu"], result.stdout[-4000:]
+    return {run["name"]: dict(run, out=base / run["name"]) for run in runs}
+
+
+def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(two_commands):
+    """What TensorFlow would do at the first step (a traceback, or an abort under
+    MultiWorkerMirroredStrategy) is refused before the data is loaded."""
+    result = two_commands["jit"]
+    assert result["code"] == 2, result["stderr"][-4000:]
+    errors = [line for line in result["stderr"].splitlines() if line.startswith("zoo train: error:")]
+    assert len(errors) == 1 and "2 CPU replicas (MirroredStrategy)" in errors[0], result["stderr"]
+    assert "Traceback" not in result["stderr"]
+    assert "zoo.get refused: XLA" in result["stdout"], result["stdout"]
+    assert "Loading" not in result["stdout"] + result["stderr"]  # refused before the data
+    assert not result["out"].exists()
 
 
 def _closed_port():
@@ -132,16 +178,10 @@ def test_tpu_without_tpu_is_a_quick_one_line_error(tpu, expect_network_block):
     assert bool(hosts) == (tpu == "no-such-tpu")
 
 
-def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(tmp_path):
+def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(two_commands):
     # `--tpu local` goes all the way to initialize_tpu_system, in a fresh process.
-    result = subprocess.run(
-        [sys.executable, "-m", "zoo", "train", "transformer-tiny", "--data", "numbers",
-         "--strategy", "tpu", "--tpu", "local", "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT,
-    )
-    assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("zoo train: error:")]
-    assert len(errors) == 1 and "No TPU found (--tpu 'local')" in errors[0], result.stderr[-2000:]
-    assert not (tmp_path / "run").exists()
-
-
+    result = two_commands["tpu"]
+    assert result["code"] == 2, result["stderr"][-2000:]
+    errors = [line for line in result["stderr"].splitlines() if line.startswith("zoo train: error:")]
+    assert len(errors) == 1 and "No TPU found (--tpu 'local')" in errors[0], result["stderr"][-2000:]
+    assert not result["out"].exists()

@@ -86,6 +86,7 @@ train = pipeline.make_translation_dataset(
 # %%
 model = zoo.get("transformer-tiny", vocabulary_size=tokenizer.vocab_size,
                 max_length=MAX_LENGTH, **SIZES)
+model.run_eagerly = SMOKE  # a smoke run's few steps cost less eagerly than traced
 print(f"{model.count_params():,} parameters")
 started = time.monotonic()
 history = model.fit(train, epochs=EPOCHS, verbose=2)

@@ -82,6 +82,7 @@ print(x_train.shape, x_train.dtype, "labels", class_names)
 steps = EPOCHS * int(np.ceil(NUM_TRAIN / BATCH_SIZE))
 model = zoo.get("vit-tiny", patch_size=4, shifted_patches=False, pooling="cls", num_heads=4,
                 num_layers=LAYERS, decay_steps=steps, warmup_steps=min(200, steps // 4))
+model.run_eagerly = SMOKE  # a smoke run's few steps cost less eagerly than traced
 print(f"{model.count_params():,} parameters, {steps} training steps")
 started = time.monotonic()
 history = model.fit(x_train, y_train, batch_size=BATCH_SIZE, epochs=EPOCHS,
