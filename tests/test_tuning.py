@@ -10,6 +10,8 @@ checked by sampling them with keras-tuner and validating every sampled config.
 
 import dataclasses
 import json
+import runpy
+import sys
 
 import keras
 import keras_tuner
@@ -527,22 +529,19 @@ def test_batch_size_with_datasets_and_data_functions(mlp, mlp_data, tmp_path):
 # === Command line ===
 
 
-def _zoo(capsys, *args):
-    """`zoo ARGS` in this process (`zoo.cli.main`): (exit code, stdout, stderr)."""
-    from zoo import cli
-
-    try:
-        code = cli.main(list(args))
-    except SystemExit as exit_:  # argparse's usage errors
-        code = exit_.code
+def _zoo(capsys, monkeypatch, *args):
+    """`python -m zoo ARGS`, its module run in this process (runpy): (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["zoo", *args])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("zoo", run_name="__main__")
     captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return exit_.value.code, captured.out, captured.err
 
 
-def test_cli_tune_writes_a_best_config_that_zoo_get_accepts(tmp_path, capsys):
+def test_cli_tune_writes_a_best_config_that_zoo_get_accepts(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
     code, out, err = _zoo(
-        capsys, "tune", "vit-tiny", "--data", "digits", "--max-trials", "2", "--epochs", "1",
+        capsys, monkeypatch, "tune", "vit-tiny", "--data", "digits", "--max-trials", "1", "--epochs", "1",
         "--steps-per-epoch", "2", "--train-size", "200", "--directory", str(run_dir),
         "--space", "num_layers=[1]", "--space", "hidden_dim=[16]", "--space", "batch_size=[16]",
         "--set", "warmup_steps=0",
@@ -556,7 +555,7 @@ def test_cli_tune_writes_a_best_config_that_zoo_get_accepts(tmp_path, capsys):
     model = zoo.get(best["model"], **best["config"])
     assert model.count_params() == best["num_params"]
 
-    code, _, err = _zoo(capsys, "tune", "vit-tiny", "--data", "digits", "--space",
+    code, _, err = _zoo(capsys, monkeypatch, "tune", "vit-tiny", "--data", "digits", "--space",
                         "hidden_dim=[6]", "--space", "num_heads=[4]", "--directory",
                         str(tmp_path / "bad"))
     assert code == 2 and "num_heads" in err
