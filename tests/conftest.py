@@ -1,5 +1,10 @@
-"""Shared pytest fixtures: no network, quiet TensorFlow, fixed seeds, a clean Keras state per test."""
+"""Shared pytest fixtures: no network, quiet TensorFlow, fixed seeds, a clean Keras state per
+test, and one small trained and exported translation run per session (`numbers_run`)."""
 
+import contextlib
+import dataclasses
+import hashlib
+import io
 import os
 import pathlib
 import runpy
@@ -130,3 +135,111 @@ def english(numbers_data):
     from zoo import text
 
     return text.WordPieceTokenizer.from_corpus(numbers_data.train_targets, 200)
+
+
+# === One tiny translation run (and its export) per session, through `zoo train`/`zoo export` ===
+
+
+@dataclasses.dataclass(frozen=True)
+class NumbersRun:
+    """transformer-tiny trained on `numbers`, once per session (per xdist worker), by
+    `zoo train` in this process.
+
+    Read-only: a test that writes into the run (`zoo evaluate` writes metrics.json)
+    copies it first (`shutil.copytree`); the fixture fails at the end of the session if
+    a file changed.
+
+    Attributes:
+        run_dir: the finished run directory (`zoo train ... --out run_dir`).
+        stdout: what `zoo train` printed (Keras' progress, the summary).
+        result: the `zoo.runs.RunResult` that `zoo train` got from `zoo.runs.train`.
+        overrides: the config fields given with `--set`.
+        options: the training and data options given (`epochs`, `train_size`,
+            `test_size`, `seed`); the batch size is left to its default (64 for translation).
+    """
+
+    run_dir: pathlib.Path
+    stdout: str
+    result: object
+    overrides: dict
+    options: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class NumbersExport:
+    """`zoo export` of the session's `NumbersRun` (read-only too).
+
+    Attributes:
+        saved_models: the export root (`--to`), holding version 1.
+        stdout: what `zoo export` printed.
+    """
+
+    saved_models: pathlib.Path
+    stdout: str
+
+
+NUMBERS_RUN_OVERRIDES = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
+                             intermediate_dim=32, vocabulary_size=100, max_length=16)
+NUMBERS_RUN_OPTIONS = dict(epochs=2, train_size=200, test_size=8, seed=3)
+
+
+def _zoo_main_output(argv):
+    """`zoo.cli.main(argv)` in this process: (exit code, stdout, stderr)."""
+    from zoo import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _digest(root):
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(pathlib.Path(root).rglob("*")) if p.is_file()}
+
+
+@contextlib.contextmanager
+def _read_only(root, name):
+    """Fails on leaving if a file under `root` changed, appeared or went away."""
+    before = _digest(root)
+    yield
+    assert _digest(root) == before, f"a test wrote into the session's {name}: copy it first"
+
+
+@pytest.fixture(scope="session")
+def numbers_run(tmp_path_factory):
+    """A `NumbersRun`: `zoo train transformer-tiny --data numbers ...` through `zoo.cli.main`."""
+    import keras
+
+    from zoo import runs
+
+    run_dir = tmp_path_factory.mktemp("numbers_run") / "run"
+    keras.backend.clear_session(free_memory=False)  # the same layer names whichever test asks first
+    argv = ["train", "transformer-tiny", "--data", "numbers", "--out", run_dir]
+    for key, value in NUMBERS_RUN_OVERRIDES.items():
+        argv += ["--set", f"{key}={value}"]
+    for key, value in NUMBERS_RUN_OPTIONS.items():
+        argv += [f"--{key.replace('_', '-')}", value]
+    real_train, returned = runs.train, []
+
+    def train_and_keep_result(*args, **kwargs):
+        returned.append(real_train(*args, **kwargs))
+        return returned[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "train", train_and_keep_result)
+        code, stdout, err = _zoo_main_output(argv)
+    assert code == 0 and len(returned) == 1, err[-3000:]
+    with _read_only(run_dir, "numbers_run"):
+        yield NumbersRun(run_dir, stdout, returned[0], dict(NUMBERS_RUN_OVERRIDES),
+                         dict(NUMBERS_RUN_OPTIONS))
+
+
+@pytest.fixture(scope="session")
+def numbers_export(numbers_run, tmp_path_factory):
+    """A `NumbersExport`: `zoo export RUN --to ROOT` of `numbers_run` through `zoo.cli.main`."""
+    root = tmp_path_factory.mktemp("numbers_export") / "saved_models"
+    code, stdout, err = _zoo_main_output(["export", numbers_run.run_dir, "--to", root])
+    assert code == 0, err[-3000:]
+    with _read_only(root, "numbers_export"):
+        yield NumbersExport(root, stdout)

@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -226,30 +227,33 @@ def test_zoo_debug_raises_the_bug_with_its_whole_traceback(capsys, monkeypatch):
 
 
 def test_a_bug_from_the_real_entry_point_exits_1_and_zoo_debug_prints_the_traceback():
+    # One process: the bug reported (ZOO_DEBUG unset), then raised as is (ZOO_DEBUG=1),
+    # which the interpreter prints before exiting with 1.
     script = (
-        "import sys\n"
+        "import os, sys\n"
         "from zoo import cli\n"
         "from zoo.vit.model import ViTConfig\n"
         "def broken(config):\n"
         "    raise ValueError('Dimensions must be equal')\n"
         "ViTConfig.num_params = broken\n"
+        "print('exit code', cli.main(['describe', 'vit-tiny']))\n"
+        "sys.stderr.write('=== ZOO_DEBUG=1\\n')\n"
+        "os.environ['ZOO_DEBUG'] = '1'\n"
         "sys.exit(cli.main(['describe', 'vit-tiny']))\n"
     )
-    for debug in ("", "1"):
-        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                                timeout=300, env=dict(ENV, ZOO_DEBUG=debug),
-                                cwd=pathlib.Path(__file__).resolve().parent.parent)
-        assert result.returncode == 1, result.stderr[-3000:]
-        if debug:
-            assert "Traceback (most recent call last)" in result.stderr
-            assert "in main" in result.stderr and "zoo/description.py" in result.stderr
-            assert result.stderr.endswith("in broken\nValueError: Dimensions must be equal\n")
-            assert "internal error" not in result.stderr
-        else:
-            assert "Traceback" not in result.stderr
-            assert "zoo describe: internal error (a bug, not a mistake in the command): " \
-                   "ValueError: Dimensions must be equal" in result.stderr
-            assert "ZOO_DEBUG=1" in result.stderr
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, env=ENV, cwd=pathlib.Path(__file__).resolve().parent.parent)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.stdout == "exit code 1\n"
+    reported, raised = result.stderr.split("=== ZOO_DEBUG=1\n")
+    assert "Traceback" not in reported
+    assert "zoo describe: internal error (a bug, not a mistake in the command): " \
+           "ValueError: Dimensions must be equal" in reported
+    assert "ZOO_DEBUG=1" in reported
+    assert "Traceback (most recent call last)" in raised
+    assert "in main" in raised and "zoo/description.py" in raised
+    assert raised.endswith("in broken\nValueError: Dimensions must be equal\n")
+    assert "internal error" not in raised
 
 
 def test_help_has_an_example(capsys):
@@ -262,63 +266,55 @@ def test_help_has_an_example(capsys):
 # === Translation end to end: train, evaluate, export, predict ===
 
 
-@pytest.fixture(scope="module")
-def translation_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
-    result = zoo_main(
-        "train", "transformer-tiny", "--data", "numbers", "--train-size", 200, "--test-size", 8,
-        "--epochs", 2, "--batch-size", 32, "--out", root / "run", *TINY_TRANSFORMER,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return root, result
+# `numbers_run` and `numbers_export` (tests/conftest.py): `zoo train transformer-tiny --data
+# numbers` and `zoo export`, run once per session through `zoo.cli.main`, their output kept.
 
 
-def test_train_prints_progress_and_a_summary(translation_run):
-    root, result = translation_run
-    out = result.stdout
+def test_train_prints_progress_and_a_summary(numbers_run):
+    out, run_dir = numbers_run.stdout, numbers_run.run_dir
     assert "Learning a shared SentencePiece vocabulary" in out
     assert "Epoch 2/2" in out and "val_loss" in out  # Keras' progress output
     assert "Trained transformer-tiny: 2 epochs" in out
-    assert str(root / "run") in out
+    assert str(run_dir) in out
     for name in ("config.json", "history.csv", "curves.png", "summary.json",
                  "checkpoints/last.keras", "checkpoints/best.keras", "tokenizer/sentencepiece.model"):
-        assert (root / "run" / name).is_file(), name
-    config = json.loads((root / "run/config.json").read_text())
-    assert config["training"]["batch_size"] == 32
-    assert config["overrides"]["d_model"] == 32
+        assert (run_dir / name).is_file(), name
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["training"]["batch_size"] == 64  # no --batch-size: translation's default
+    assert config["training"]["seed"] == numbers_run.options["seed"] == 3
+    assert config["overrides"] == numbers_run.overrides  # each --set, with its type
 
 
-def test_evaluate_reports_exact_match_and_bleu(translation_run):
-    root, _ = translation_run
-    result = zoo_main("evaluate", root / "run", "--beam-size", 2, "--json")
+def test_evaluate_reports_exact_match_and_bleu(numbers_run, tmp_path):
+    shutil.copytree(numbers_run.run_dir, tmp_path / "run")  # evaluate writes metrics.json
+    result = zoo_main("evaluate", tmp_path / "run", "--beam-size", 2, "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads(result.stdout)
-    assert metrics["num_examples"] == 8
+    assert metrics["num_examples"] == numbers_run.options["test_size"] == 8
     for mode in ("greedy", "beam"):
         assert 0 <= metrics[mode]["exact_match"] <= 100 and 0 <= metrics[mode]["bleu"] <= 100
-    assert json.loads((root / "run/metrics.json").read_text())["beam"] == metrics["beam"]
+    assert json.loads((tmp_path / "run/metrics.json").read_text())["beam"] == metrics["beam"]
 
 
-def test_export_then_predict_with_the_saved_model_matches_the_run(translation_run):
-    root, _ = translation_run
-    exported = zoo_main("export", root / "run", "--to", root / "saved")
-    assert exported.returncode == 0, exported.stderr[-3000:]
-    assert (root / "saved/1/saved_model.pb").is_file()
+def test_export_then_predict_with_the_saved_model_matches_the_run(numbers_run, numbers_export):
+    run_dir, saved = numbers_run.run_dir, numbers_export.saved_models
+    assert (saved / "1/saved_model.pb").is_file()
+    assert f"zoo predict {saved / '1'} INPUT" in numbers_export.stdout
     sentences = ["dreihundertvierundzwanzig", "elf", "neunzehntausend"]
     # The export root resolves to its newest version; a fresh process loads it with
     # tf.saved_model.load and uses serving_default (beam search of 4, alpha 0.6).
-    served = zoo_main("predict", root / "saved", *sentences, "--json")
+    served = zoo_main("predict", saved, *sentences, "--json")
     assert served.returncode == 0, served.stderr[-3000:]
     # Reference: the run's best checkpoint decoded in this process, same beam search.
     from zoo import runs
 
-    expected = runs.predict(root / "run", sentences, beam_size=4, alpha=0.6)
+    expected = runs.predict(run_dir, sentences, beam_size=4, alpha=0.6)
     assert [r["input"] for r in expected] == sentences
     assert json.loads(served.stdout) == expected
     # And the plain-text output of a run directory, greedy.
-    greedy = zoo_main("predict", root / "run", "elf", "--beam-size", 1)
+    greedy = zoo_main("predict", run_dir, "elf", "--beam-size", 1)
     assert greedy.returncode == 0, greedy.stderr[-3000:]
-    translation = runs.predict(root / "run", ["elf"], beam_size=1)[0]["translation"]
+    translation = runs.predict(run_dir, ["elf"], beam_size=1)[0]["translation"]
     assert greedy.stdout == f"elf\n  -> {translation}\n"
 
 
@@ -338,6 +334,8 @@ def test_vit_on_fashion_mnist_train_evaluate_predict(tmp_path):
     assert "stopped by max_steps" in result.stdout
     summary = json.loads((tmp_path / "run/summary.json").read_text())
     assert summary["steps"] == 3
+    config = json.loads((tmp_path / "run/config.json").read_text())
+    assert config["training"]["batch_size"] == 32  # --batch-size reaches the run
     evaluated = zoo_main("evaluate", tmp_path / "run")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert "accuracy" in evaluated.stdout
@@ -357,7 +355,7 @@ def test_vit_on_fashion_mnist_train_evaluate_predict(tmp_path):
     probabilities = keras.ops.convert_to_numpy(
         keras.ops.softmax(model.predict(images[..., None], verbose=0))
     )
-    class_names = json.loads((tmp_path / "run/config.json").read_text())["data"]["class_names"]
+    class_names = config["data"]["class_names"]
     for result_, row in zip(results, probabilities):
         got = dict(result_["classes"])
         assert len(got) == 10
@@ -421,7 +419,14 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end_on_tiny_settings(tmp_path):
+def test_demo_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch, capsys):
+    from zoo.runs import demo
+
+    # The demo's recipe on a one-layer transformer-tiny: its four steps are under test, not
+    # the size of its model.
+    monkeypatch.setattr(demo, "OVERRIDES", {
+        **demo.OVERRIDES, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_model": 32,
+        "num_heads": 2, "intermediate_dim": 64})
     result = zoo_main(
         "demo", "--minutes", "0.1", "--train-size", "600", "--test-size", "10",
         "--out", tmp_path / "demo", "--export-to", tmp_path / "saved",
@@ -435,7 +440,8 @@ def test_demo_runs_end_to_end_on_tiny_settings(tmp_path):
     # What the demo says it learns is what it learned.
     tokenizer = json.loads((tmp_path / "demo/config.json").read_text())["training"]["tokenizer"]
     assert tokenizer == "sentencepiece"
-    assert "SentencePiece" in zoo_cli("demo", "--help").stdout
+    code, out, _ = run_main(capsys, "demo", "--help")
+    assert code == 0 and "SentencePiece" in out
 
 
 def test_fashion_mnist_without_files_or_network_is_one_line(
@@ -462,8 +468,6 @@ def test_fashion_mnist_without_files_or_network_is_one_line(
 def test_predict_answers_the_good_images_and_names_each_bad_one(tmp_path):
     """One bad image among good ones: one line per bad file, the good ones answered, exit 1;
     for a run directory and for its SavedModel alike."""
-    import shutil
-
     from PIL import Image
 
     run = tmp_path / "run"

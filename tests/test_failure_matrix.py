@@ -6,7 +6,7 @@ traceback; what is on disk afterwards (`disk`, checked by `check`): no
 half-written file under its final name, the previous version intact. The
 in-process cells call `zoo.cli.main`; the kills and the concurrent exports
 run `python -m zoo` in subprocesses. One tiny run and one export are made per
-session and copied for each cell.
+session (`numbers_run` and `numbers_export`, tests/conftest.py) and copied for each cell.
 
 `render_table()` is `docs/reliability.md` (written by `tools/reliability_table.py`);
 `test_reliability_doc_is_the_rendered_matrix` keeps the two equal.
@@ -255,8 +255,9 @@ MATRIX = [
 def resumed_history(ws, before):
     """The same command finishes the run: each epoch once in history.csv."""
     assert (ws / "run/summary.json").is_file()
-    assert (ws / "run/history.csv").read_text().splitlines()[1].startswith("0,")
-    assert len((ws / "run/history.csv").read_text().splitlines()) == 2
+    epochs = files.read_json(ws / "run/config.json")["training"]["epochs"]
+    rows = (ws / "run/history.csv").read_text().splitlines()[1:]
+    assert [row.split(",")[0] for row in rows] == [str(epoch) for epoch in range(epochs)]
 
 
 def two_new_versions(ws, before):
@@ -346,24 +347,17 @@ def full_disk_at(monkeypatch, name):
     monkeypatch.setattr(files, "replace", replace)
 
 
-@pytest.fixture(scope="session")
-def made(tmp_path_factory):
-    """One tiny finished run (1 epoch) and its export (version 1), for every cell."""
-    root = tmp_path_factory.mktemp("matrix")
-    assert run_main([*TRAIN, "--out", root / "run"]) == 0
-    assert run_main(["export", root / "run", "--to", root / "models"]) == 0
-    return root
-
-
-def workspace(made, path):
-    shutil.copytree(made / "run", path / "run")
-    shutil.copytree(made / "models", path / "models")
+def workspace(numbers_run, numbers_export, path):
+    """`path` with a copy of the session's finished run (`path/run`) and of its export
+    (`path/models`, version 1): `numbers_run` and `numbers_export`, tests/conftest.py."""
+    shutil.copytree(numbers_run.run_dir, path / "run")
+    shutil.copytree(numbers_export.saved_models, path / "models")
     return path
 
 
 @pytest.fixture
-def ws(made, started, tmp_path):
-    return workspace(made, tmp_path)
+def ws(numbers_run, numbers_export, started, tmp_path):
+    return workspace(numbers_run, numbers_export, tmp_path)
 
 
 @pytest.mark.parametrize("cell", MATRIX, ids=lambda cell: cell.id)
@@ -381,12 +375,12 @@ def test_cell(cell, ws, capsys, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def started(made, tmp_path_factory):
+def started(numbers_run, numbers_export, tmp_path_factory):
     """The kills and the concurrent exports, started at once as soon as the session's run
     exists (they run beside the in-process cells)."""
     processes = []
     for index, (cell, env) in enumerate(SUBPROCESS_CELLS):
-        ws = workspace(made, tmp_path_factory.mktemp(f"sub{index}"))
+        ws = workspace(numbers_run, numbers_export, tmp_path_factory.mktemp(f"sub{index}"))
         argv = [sys.executable, "-m", "zoo", *map(str, cell.args(ws))]
         before = digest(ws)
         copies = 2 if cell.fault == "concurrent" else 1
@@ -434,10 +428,10 @@ def small_tmpfs(path, size="6m"):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def test_a_real_full_disk(made, tmp_path, capsys):
+def test_a_real_full_disk(numbers_run, tmp_path, capsys):
     cell = TMPFS_CELL
     with small_tmpfs(tmp_path / "tmpfs") as disk:
-        shutil.copytree(made / "run", disk / "run")
+        shutil.copytree(numbers_run.run_dir, disk / "run")
         unfinished(disk)
         filler = disk / "filler"
         write(filler, bytes(max(0, shutil.disk_usage(disk).free - 100_000)))

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -15,11 +16,6 @@ from zoo.runs import callbacks, evaluation, options
 from zoo.text import tokenizers
 
 from fashion_files import write_fashion_idx  # tests/ is on sys.path
-
-TINY_TRANSFORMER = dict(
-    num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=2, intermediate_dim=64,
-    vocabulary_size=200, max_length=24,
-)
 
 
 def write(path, data):
@@ -211,36 +207,30 @@ def test_a_half_written_backup_weights_file_is_ignored(tmp_path):
 
 
 # === train(), load_run(), evaluate() in-process ===
+# `numbers_run` (tests/conftest.py): transformer-tiny trained on `numbers` once per session
+# through `zoo train`, which calls `runs.train`; its `result` is what that call returned.
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    result = runs.train(
-        "transformer-tiny", "numbers", out, epochs=2, train_size=200, test_size=6,
-        overrides=TINY_TRANSFORMER, seed=3, verbose=0, quiet=True,
-    )
-    return out, result
-
-
-def test_train_writes_a_complete_run_directory(tiny_run):
-    out, result = tiny_run
+def test_train_writes_a_complete_run_directory(numbers_run):
+    out, result = numbers_run.run_dir, numbers_run.result
+    assert numbers_run.options == dict(epochs=2, train_size=200, test_size=8, seed=3)
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "transformer-tiny" and config["kind"] == "translation"
     assert config["data"] == {
         "spec": "numbers",
-        "options": {"data_dir": None, "train_size": 200, "test_size": 6, "test_ratio": None,
+        "options": {"data_dir": None, "train_size": 200, "test_size": 8, "test_ratio": None,
                     "test_path": None},
-        "num_train": 190, "num_validation": 10, "num_test": 6,
+        "num_train": 190, "num_validation": 10, "num_test": 8,
         "skipped": {}, "class_names": None,
     }
     tokenizer = tokenizers.load(out / "tokenizer")
     assert tokenizers.kind(tokenizer) == "sentencepiece"  # the default for new runs
     assert config["training"]["tokenizer"] == "sentencepiece"
     # The model's vocabulary is the tokenizer's, capped by the config's vocabulary_size.
-    assert config["model_config"]["vocabulary_size"] == tokenizer.vocab_size <= 200
-    assert config["model_config"]["d_model"] == 32
+    assert config["model_config"]["vocabulary_size"] == tokenizer.vocab_size <= 100
+    assert config["model_config"]["d_model"] == numbers_run.overrides["d_model"] == 16
     assert config["training"]["epochs"] == 2 and config["training"]["seed"] == 3
+    assert config["training"]["batch_size"] == 64  # the default for translation
     assert config["training"]["global_batch_size"] == 64
     assert config["versions"]["tensorflow"] == tf.__version__
     assert config["num_params"] == zoo.describe(
@@ -270,15 +260,14 @@ class DieAtTrainEnd(keras.callbacks.Callback):
 
 
 def test_train_is_deterministic_and_a_kill_after_the_last_epoch_loses_nothing(
-    tiny_run, tmp_path
+    numbers_run, tmp_path
 ):
-    _, first = tiny_run
+    first = numbers_run.result
     out = tmp_path / "again"
     with pytest.raises(KeyboardInterrupt):
         runs.train(
-            "transformer-tiny", "numbers", out, epochs=2, train_size=200, test_size=6,
-            overrides=TINY_TRANSFORMER, seed=3, verbose=0, quiet=True,
-            callbacks=[DieAtTrainEnd()],
+            "transformer-tiny", "numbers", out, overrides=numbers_run.overrides, verbose=0,
+            quiet=True, callbacks=[DieAtTrainEnd()], **numbers_run.options,
         )
     # Same arguments and seed: the same losses, epoch by epoch.
     rows = runs.read_history(out / "history.csv")
@@ -297,8 +286,8 @@ def test_train_is_deterministic_and_a_kill_after_the_last_epoch_loses_nothing(
     assert not (out / "backup").exists() and (out / "summary.json").exists()
 
 
-def test_resume_refuses_conflicts_and_finished_runs(tiny_run, tmp_path):
-    out, _ = tiny_run
+def test_resume_refuses_conflicts_and_finished_runs(numbers_run, tmp_path):
+    out = numbers_run.run_dir
     with pytest.raises(runs.RunFinishedError, match="finished run"):
         runs.train("transformer-tiny", "numbers", out)
     unfinished = tmp_path / "unfinished"
@@ -338,18 +327,21 @@ def test_train_rejects_bad_arguments_before_any_work(kwargs, message, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
-    out, _ = tiny_run
+def test_load_run_translate_and_evaluate_agree_with_the_decoder(numbers_run, tmp_path):
+    out = tmp_path / "run"  # evaluate writes metrics.json into it
+    shutil.copytree(numbers_run.run_dir, out)
     run = runs.load_run(out)
     assert run.kind == "translation" and run.source_tokenizer is run.target_tokenizer
-    data = datasets.numbers(num_train=200, num_test=6, seed=3)
+    data = datasets.numbers(num_train=200, num_test=8, seed=3)
     sources = [source for source, _ in data.test_pairs]
     # Reference: the decoder called directly on the pipeline's encoding (x + [END]).
+    max_length = numbers_run.overrides["max_length"]
+    assert run.max_length == max_length
     ids = run.source_tokenizer.tokenize(tf.constant(sources))
-    rows = [row[:23] + [text.END_ID] for row in ids.to_list()]
+    rows = [row[: max_length - 1] + [text.END_ID] for row in ids.to_list()]
     source = tf.constant([row + [0] * (max(map(len, rows)) - len(row)) for row in rows])
     expected = run.target_tokenizer.detokenize(
-        zoo.decode.greedy_decode(run.model, source, max_length=24)
+        zoo.decode.greedy_decode(run.model, source, max_length=max_length)
     ).numpy()
     assert runs.translate(run, sources, beam_size=1) == [e.decode() for e in expected]
     # 0 tokens is an error, not the default length.
@@ -361,7 +353,7 @@ def test_load_run_translate_and_evaluate_agree_with_the_decoder(tiny_run):
     hypotheses = runs.translate(run, sources, beam_size=1)
     exact = 100 * np.mean([h == r for h, r in zip(hypotheses, references)])
     assert metrics["greedy"]["exact_match"] == pytest.approx(exact)
-    assert metrics["num_examples"] == 6 and metrics["beam"]["beam_size"] == 2
+    assert metrics["num_examples"] == 8 and metrics["beam"]["beam_size"] == 2
     assert json.loads((out / "metrics.json").read_text())["greedy"] == metrics["greedy"]
 
 
@@ -490,11 +482,11 @@ def test_mixed_precision_policy_names(tmp_path):
     assert options.resolve_mixed_precision("auto", strategy) == expected
 
 
-def test_config_files_flat_run_config_and_best_config(tmp_path, tiny_run):
+def test_config_files_flat_run_config_and_best_config(tmp_path, numbers_run):
     flat = tmp_path / "flat.json"
     flat.write_text(json.dumps({"d_model": 64, "num_heads": 4}))
     assert runs.read_config_file(flat) == ({"d_model": 64, "num_heads": 4}, {})
-    out, _ = tiny_run
+    out = numbers_run.run_dir
     overrides, fit = runs.read_config_file(out / "config.json")
     assert overrides == json.loads((out / "config.json").read_text())["model_config"]
     assert fit == {"batch_size": 64}

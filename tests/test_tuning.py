@@ -10,8 +10,7 @@ checked by sampling them with keras-tuner and validating every sampled config.
 
 import dataclasses
 import json
-import os
-import subprocess
+import runpy
 import sys
 
 import keras
@@ -530,23 +529,25 @@ def test_batch_size_with_datasets_and_data_functions(mlp, mlp_data, tmp_path):
 # === Command line ===
 
 
-def _zoo(*args, cwd):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run([sys.executable, "-m", "zoo", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+def _zoo(capsys, monkeypatch, *args):
+    """`python -m zoo ARGS`, its module run in this process (runpy): (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["zoo", *args])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("zoo", run_name="__main__")
+    captured = capsys.readouterr()
+    return exit_.value.code, captured.out, captured.err
 
 
-def test_cli_tune_writes_a_best_config_that_zoo_get_accepts(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def test_cli_tune_writes_a_best_config_that_zoo_get_accepts(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
-    result = _zoo(
-        "tune", "vit-tiny", "--data", "digits", "--max-trials", "2", "--epochs", "1",
+    code, out, err = _zoo(
+        capsys, monkeypatch, "tune", "vit-tiny", "--data", "digits", "--max-trials", "1", "--epochs", "1",
         "--steps-per-epoch", "2", "--train-size", "200", "--directory", str(run_dir),
         "--space", "num_layers=[1]", "--space", "hidden_dim=[16]", "--space", "batch_size=[16]",
-        "--set", "warmup_steps=0", cwd=root,
+        "--set", "warmup_steps=0",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "rank" in result.stdout and "val_loss" in result.stdout
+    assert code == 0, err[-3000:]
+    assert "rank" in out and "val_loss" in out
     best = tuning.load_best_config(run_dir / "best_config.json")
     assert best["model"] == "vit-tiny"
     assert {k: best["config"][k] for k in ("image_size", "channels", "num_classes")} == {
@@ -554,6 +555,7 @@ def test_cli_tune_writes_a_best_config_that_zoo_get_accepts(tmp_path):
     model = zoo.get(best["model"], **best["config"])
     assert model.count_params() == best["num_params"]
 
-    bad = _zoo("tune", "vit-tiny", "--data", "digits", "--space", "hidden_dim=[6]",
-               "--space", "num_heads=[4]", "--directory", str(tmp_path / "bad"), cwd=root)
-    assert bad.returncode == 2 and "num_heads" in bad.stderr
+    code, _, err = _zoo(capsys, monkeypatch, "tune", "vit-tiny", "--data", "digits", "--space",
+                        "hidden_dim=[6]", "--space", "num_heads=[4]", "--directory",
+                        str(tmp_path / "bad"))
+    assert code == 2 and "num_heads" in err
