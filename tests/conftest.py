@@ -137,13 +137,12 @@ def english(numbers_data):
     return text.WordPieceTokenizer.from_corpus(numbers_data.train_targets, 200)
 
 
-# === One tiny translation run (and its export) per session, through `zoo train`/`zoo export` ===
+# === Runs trained once per session through `zoo train` (and exported through `zoo export`) ===
 
 
 @dataclasses.dataclass(frozen=True)
-class NumbersRun:
-    """transformer-tiny trained on `numbers`, once per session (per xdist worker), by
-    `zoo train` in this process.
+class TrainedRun:
+    """A tiny run trained once per session (per xdist worker) by `zoo train` in this process.
 
     Read-only: a test that writes into the run (`zoo evaluate` writes metrics.json)
     copies it first (`shutil.copytree`); the fixture fails at the end of the session if
@@ -154,8 +153,8 @@ class NumbersRun:
         stdout: what `zoo train` printed (Keras' progress, the summary).
         result: the `zoo.runs.RunResult` that `zoo train` got from `zoo.runs.train`.
         overrides: the config fields given with `--set`.
-        options: the training and data options given (`epochs`, `train_size`,
-            `test_size`, `seed`); the batch size is left to its default (64 for translation).
+        options: the other options given (`--epochs 2` is `{"epochs": 2}`).
+        arrays: the data written for the run, by file stem (`fashion_run`), else None.
     """
 
     run_dir: pathlib.Path
@@ -163,11 +162,12 @@ class NumbersRun:
     result: object
     overrides: dict
     options: dict
+    arrays: dict = None
 
 
 @dataclasses.dataclass(frozen=True)
 class NumbersExport:
-    """`zoo export` of the session's `NumbersRun` (read-only too).
+    """`zoo export` of the session's `numbers_run` (read-only too).
 
     Attributes:
         saved_models: the export root (`--to`), holding version 1.
@@ -178,11 +178,6 @@ class NumbersExport:
     stdout: str
 
 
-NUMBERS_RUN_OVERRIDES = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
-                             intermediate_dim=32, vocabulary_size=100, max_length=16)
-NUMBERS_RUN_OPTIONS = dict(epochs=2, train_size=200, test_size=8, seed=3)
-
-
 def _zoo_main_output(argv):
     """`zoo.cli.main(argv)` in this process: (exit code, stdout, stderr)."""
     from zoo import cli
@@ -191,6 +186,32 @@ def _zoo_main_output(argv):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main([str(a) for a in argv])
     return code, out.getvalue(), err.getvalue()
+
+
+def _zoo_train(name, data, run_dir, overrides, options):
+    """`zoo train NAME --data DATA --out RUN_DIR --set K=V... --OPTION V...` in this process:
+    (what it printed, the `RunResult` it got from `zoo.runs.train`)."""
+    import keras
+
+    from zoo import runs
+
+    keras.backend.clear_session(free_memory=False)  # the same layer names whichever test asks first
+    argv = ["train", name, "--data", data, "--out", run_dir]
+    for key, value in overrides.items():
+        argv += ["--set", f"{key}={value}"]
+    for key, value in options.items():
+        argv += [f"--{key.replace('_', '-')}", value]
+    real_train, returned = runs.train, []
+
+    def train_and_keep_result(*args, **kwargs):
+        returned.append(real_train(*args, **kwargs))
+        return returned[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "train", train_and_keep_result)
+        code, stdout, err = _zoo_main_output(argv)
+    assert code == 0 and len(returned) == 1, err[-3000:]
+    return stdout, returned[0]
 
 
 def _digest(root):
@@ -208,31 +229,15 @@ def _read_only(root, name):
 
 @pytest.fixture(scope="session")
 def numbers_run(tmp_path_factory):
-    """A `NumbersRun`: `zoo train transformer-tiny --data numbers ...` through `zoo.cli.main`."""
-    import keras
-
-    from zoo import runs
-
+    """A `TrainedRun`: transformer-tiny on `numbers`, 2 epochs of 190 pairs (10 more for
+    validation), 8 test pairs, seed 3; the batch size left to its default (64 for translation)."""
     run_dir = tmp_path_factory.mktemp("numbers_run") / "run"
-    keras.backend.clear_session(free_memory=False)  # the same layer names whichever test asks first
-    argv = ["train", "transformer-tiny", "--data", "numbers", "--out", run_dir]
-    for key, value in NUMBERS_RUN_OVERRIDES.items():
-        argv += ["--set", f"{key}={value}"]
-    for key, value in NUMBERS_RUN_OPTIONS.items():
-        argv += [f"--{key.replace('_', '-')}", value]
-    real_train, returned = runs.train, []
-
-    def train_and_keep_result(*args, **kwargs):
-        returned.append(real_train(*args, **kwargs))
-        return returned[-1]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(runs, "train", train_and_keep_result)
-        code, stdout, err = _zoo_main_output(argv)
-    assert code == 0 and len(returned) == 1, err[-3000:]
+    overrides = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
+                     intermediate_dim=32, vocabulary_size=100, max_length=16)
+    options = dict(epochs=2, train_size=200, test_size=8, seed=3)
+    stdout, result = _zoo_train("transformer-tiny", "numbers", run_dir, overrides, options)
     with _read_only(run_dir, "numbers_run"):
-        yield NumbersRun(run_dir, stdout, returned[0], dict(NUMBERS_RUN_OVERRIDES),
-                         dict(NUMBERS_RUN_OPTIONS))
+        yield TrainedRun(run_dir, stdout, result, overrides, options)
 
 
 @pytest.fixture(scope="session")
@@ -243,3 +248,18 @@ def numbers_export(numbers_run, tmp_path_factory):
     assert code == 0, err[-3000:]
     with _read_only(root, "numbers_export"):
         yield NumbersExport(root, stdout)
+
+
+@pytest.fixture(scope="session")
+def fashion_run(tmp_path_factory):
+    """A `TrainedRun`: vit-tiny on tiny Fashion-MNIST IDX files (`fashion_files`: 96 training
+    and 16 test images), batches of 32, no validation, 2 epochs stopped after 4 steps."""
+    from fashion_files import write_fashion_idx
+
+    root = tmp_path_factory.mktemp("fashion_run")
+    arrays = write_fashion_idx(root / "fm")
+    overrides = dict(num_layers=1, hidden_dim=16, num_heads=2, mlp_dim=32, patch_size=7)
+    options = dict(epochs=2, max_steps=4, batch_size=32, val_ratio=0.0, data_dir=root / "fm")
+    stdout, result = _zoo_train("vit-tiny", "fashion-mnist", root / "run", overrides, options)
+    with _read_only(root, "fashion_run"):
+        yield TrainedRun(root / "run", stdout, result, overrides, options, arrays)

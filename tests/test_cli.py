@@ -24,8 +24,6 @@ import pytest
 
 from zoo import cli
 
-from fashion_files import write_fashion_idx  # tests/ is on sys.path
-
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
 ENV.pop("ZOO_DEBUG", None)
 TF_NOISE = re.compile(
@@ -37,10 +35,6 @@ TINY_TRANSFORMER = [
     "--set", "num_encoder_layers=1", "--set", "num_decoder_layers=1", "--set", "d_model=32",
     "--set", "num_heads=2", "--set", "intermediate_dim=64", "--set", "vocabulary_size=200",
     "--set", "max_length=24",
-]
-TINY_VIT = [
-    "--set", "num_layers=1", "--set", "hidden_dim=16", "--set", "num_heads=2",
-    "--set", "mlp_dim=32", "--set", "patch_size=7",
 ]
 
 
@@ -321,21 +315,19 @@ def test_export_then_predict_with_the_saved_model_matches_the_run(numbers_run, n
 # === Images end to end ===
 
 
-def test_vit_on_fashion_mnist_train_evaluate_predict(tmp_path):
+def test_vit_on_fashion_mnist_train_evaluate_predict(fashion_run, tmp_path):
+    """`fashion_run` (tests/conftest.py): `zoo train vit-tiny --data fashion-mnist --data-dir DIR
+    --epochs 2 --max-steps 4 --batch-size 32 --val-ratio 0 --set ...`, once per session."""
     from PIL import Image
 
-    arrays = write_fashion_idx(tmp_path / "fm")
-    result = zoo_main(
-        "train", "vit-tiny", "--data", "fashion-mnist", "--data-dir", tmp_path / "fm",
-        "--epochs", 2, "--max-steps", 3, "--batch-size", 32, "--out", tmp_path / "run",
-        *TINY_VIT,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "stopped by max_steps" in result.stdout
+    arrays = fashion_run.arrays
+    shutil.copytree(fashion_run.run_dir, tmp_path / "run")  # evaluate writes metrics.json
+    assert "stopped by max_steps" in fashion_run.stdout
     summary = json.loads((tmp_path / "run/summary.json").read_text())
-    assert summary["steps"] == 3
+    assert summary["steps"] == fashion_run.options["max_steps"] == 4
     config = json.loads((tmp_path / "run/config.json").read_text())
     assert config["training"]["batch_size"] == 32  # --batch-size reaches the run
+    assert config["training"]["val_ratio"] == 0.0 and config["data"]["num_validation"] == 0
     evaluated = zoo_main("evaluate", tmp_path / "run")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert "accuracy" in evaluated.stdout

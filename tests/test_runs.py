@@ -15,8 +15,6 @@ from zoo.datasets import preparation
 from zoo.runs import callbacks, evaluation, options
 from zoo.text import tokenizers
 
-from fashion_files import write_fashion_idx  # tests/ is on sys.path
-
 
 def write(path, data):
     path.write_bytes(data)
@@ -400,13 +398,12 @@ def test_exact_match_stays_a_percentage_at_or_below_one_percent(hits, total, exp
 # === Images ===
 
 
-def test_vit_on_fashion_mnist_files_takes_its_sizes_from_the_data(tmp_path, rng):
-    arrays = write_fashion_idx(tmp_path / "fm", rng)
-    result = runs.train(
-        "vit-tiny", "fashion-mnist", tmp_path / "run", epochs=2, batch_size=32, max_steps=4,
-        data_dir=str(tmp_path / "fm"), val_ratio=0.0, verbose=0, quiet=True,
-        overrides=dict(num_layers=1, hidden_dim=16, num_heads=2, mlp_dim=32, patch_size=7),
-    )
+def test_vit_on_fashion_mnist_files_takes_its_sizes_from_the_data(fashion_run, tmp_path):
+    """`fashion_run` (tests/conftest.py): vit-tiny trained by `zoo train` on Fashion-MNIST
+    IDX files (96 training images), batches of 32, no validation, epochs=2, max_steps=4."""
+    arrays, result = fashion_run.arrays, fashion_run.result
+    assert fashion_run.options["val_ratio"] == 0.0 and fashion_run.options["batch_size"] == 32
+    shutil.copytree(fashion_run.run_dir, tmp_path / "run")  # evaluate writes metrics.json
     config = runs.read_config(tmp_path / "run")
     assert config["model_config"]["image_size"] == 28 and config["model_config"]["channels"] == 1
     assert config["data"]["class_names"] == datasets.FASHION_MNIST_CLASSES

@@ -94,20 +94,44 @@ def _mlp_space(hp, fixed):
     }
 
 
+MLP = "tuning-test-mlp"
+
+
+def _register_mlp():
+    zoo.register(MLP, _build_mlp, MLPConfig(), compile_fn=_compile_mlp, search_space=_mlp_space,
+                 overwrite=True)
+
+
+def _mlp_arrays(rng):
+    x = rng.normal(size=(32, 4)).astype("float32")
+    return x, (x @ np.arange(1.0, 5.0, dtype="float32"))[:, None]
+
+
 @pytest.fixture
 def mlp():
     """A registered user entry with a function search space; yields its name."""
-    name = "tuning-test-mlp"
-    zoo.register(name, _build_mlp, MLPConfig(), compile_fn=_compile_mlp,
-                 search_space=_mlp_space, overwrite=True)
-    yield name
-    zoo.registry.unregister(name)
+    _register_mlp()
+    yield MLP
+    zoo.registry.unregister(MLP)
 
 
 @pytest.fixture
 def mlp_data(rng):
-    x = rng.normal(size=(32, 4)).astype("float32")
-    return x, (x @ np.arange(1.0, 5.0, dtype="float32"))[:, None]
+    return _mlp_arrays(rng)
+
+
+@pytest.fixture(scope="module")
+def mlp_search(tmp_path_factory):
+    """One random search of 2 trials on the MLP entry, for the tests that only read it (they
+    register the entry again with `mlp`)."""
+    keras.utils.set_random_seed(0)  # the same trials whichever test asks first
+    data = _mlp_arrays(np.random.default_rng(0))
+    _register_mlp()
+    try:
+        return tuning.tune(MLP, data, validation_data=data, max_trials=2, verbose=0, input_dim=4,
+                           directory=tmp_path_factory.mktemp("mlp_search"))
+    finally:
+        zoo.registry.unregister(MLP)
 
 
 class CountFits(keras.callbacks.Callback):
@@ -340,11 +364,10 @@ def test_objective_direction():
 # === User entries ===
 
 
-def test_user_entry_with_a_function_search_space(mlp, mlp_data, tmp_path):
+def test_user_entry_with_a_function_search_space(mlp, mlp_search):
     with pytest.raises(ValueError, match="SearchSpace"):
         zoo.hypermodel(mlp, space={"units": [4]})
-    result = tuning.tune(mlp, mlp_data, validation_data=mlp_data, max_trials=2,
-                         directory=tmp_path, verbose=0, input_dim=4)
+    result = mlp_search
     trials = _completed(result.tuner)
     assert len(trials) == 2
     for trial in trials:
@@ -382,9 +405,8 @@ class RefusingConfig(MLPConfig):
             raise ZooError(f"learning_rate is fixed now; received {self.learning_rate!r}")
 
 
-def test_results_table_raises_a_builder_bug_and_names_a_refused_config(mlp, mlp_data, tmp_path):
-    result = tuning.tune(mlp, mlp_data, validation_data=mlp_data, max_trials=2,
-                         directory=tmp_path, verbose=0, input_dim=4)
+def test_results_table_raises_a_builder_bug_and_names_a_refused_config(mlp, mlp_search):
+    result = mlp_search
     units = {t.trial_id: t.hyperparameters.values["units"] for t in _completed(result.tuner)}
     rows = [line.split() for line in result.table.splitlines()[2:]]
     assert len(rows) == 2 and "invalid" not in result.table
