@@ -97,6 +97,8 @@ keras.utils.set_random_seed(0)
 single = zoo.get("transformer-tiny", **config)
 mirrored = zoo.get("transformer-tiny", strategy=strategy, **config)
 mirrored.set_weights(single.get_weights())
+for model in (single, mirrored):
+    model.run_eagerly = SMOKE  # a smoke run's few steps cost less eagerly than traced
 print(f"{single.count_params():,} parameters")
 
 # One step per "epoch" on a repeated dataset: the history then holds every step's loss.
