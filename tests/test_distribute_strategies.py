@@ -175,9 +175,7 @@ def test_tpu_without_tpu_is_a_quick_one_line_error(tpu, expect_network_block):
     # is dialled directly.
     hosts = {target.rsplit(":", 1)[0] for target in expect_network_block}
     assert hosts <= {"metadata.google.internal"}, hosts
-    # TensorFlow asks the metadata server once per process: under pytest-xdist a test run
-    # earlier in the same worker may have asked already, so only a name may have asked.
-    assert not hosts or tpu == "no-such-tpu"
+    assert bool(hosts) == (tpu == "no-such-tpu")
 
 
 def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(two_commands):

@@ -6,10 +6,16 @@
 
 import importlib.util
 import pathlib
+import sys
 
 _spec = importlib.util.spec_from_file_location(
     "no_network", pathlib.Path(__file__).resolve().parents[1] / "no_network.py"
 )
 _no_network = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_no_network)
+# Registered under its name, so that `tests/conftest.py` in a pytest-xdist worker (a process
+# the tests started, guarded here first) imports this very module: one `blocked` list, one
+# `NetworkBlockedError` class.
+sys.modules.setdefault("no_network", _no_network)
+_no_network = sys.modules["no_network"]
 _no_network.install()
