@@ -8,12 +8,15 @@ configured before TensorFlow initialises its devices):
 For each family, the same tiny model (same seed, dropout 0, the recipe's label
 smoothing) is trained for one epoch at the same global batch, once without a
 strategy and once under `zoo.distribute.get_strategy("mirrored")`, validating
-on a held-out set, then evaluated on another. The batches are made so that the
-two replicas see very different numbers of real tokens (the first half of each
-batch is long, the second half mostly padding), which is what a wrong
-reduction of the masked loss would get wrong, and so that batches do not split
-evenly: the last training batch splits 4 / 1, the last validation batch 2 / 1
-(or 3 / 0) and the last evaluation batch (1 example) leaves a replica empty.
+on a held-out set, then evaluated on another. The run without a strategy is the
+reference and runs eagerly (`run_eagerly`: a few steps cost less than tracing
+them); the mirrored one runs as training does, in `tf.function`s. The batches
+are made so that the two replicas see very different numbers of real tokens
+(the first half of each batch is long, the second half mostly padding), which
+is what a wrong reduction of the masked loss would get wrong, and so that
+batches do not split evenly: the last training batch splits 4 / 1, the last
+validation batch 2 / 1 (or 3 / 0) and the last evaluation batch (1 example)
+leaves a replica empty.
 Saves, per family: the weight paths (`FAMILY/names`), and per run (`single`,
 `mirrored`) the initial and final weights (`FAMILY/RUN/initial`, `.../final`,
 object arrays in the order of the names), the per-step logs of `fit`
@@ -119,6 +122,7 @@ def train(name, overrides, data, strategy):
     evaluation results."""
     keras.utils.set_random_seed(SEED)
     model = zoo.get(name, strategy=strategy, **overrides)
+    model.run_eagerly = strategy is None  # the reference; the mirrored steps are traced
     initial = [w.numpy() for w in model.weights]
     recorder = Recorder()
     history = model.fit(

@@ -79,7 +79,7 @@ def test_tutorial_runs_in_smoke_mode_and_draws_its_pictures(name, tmp_path, monk
         monkeypatch.setattr(sys, "argv", [str(TUTORIALS / name)])
         try:
             runpy.run_path(str(TUTORIALS / name), run_name="__main__")
-        finally:  # a smoke run may run tf.functions eagerly (tutorial 5): not the next test
+        finally:  # smoke runs may run tf.functions eagerly (tutorials 2, 5): not the next test
             tf.config.run_functions_eagerly(False)
     assert sorted(p.name for p in out.glob("*.png")) == sorted(PICTURES[name])
     for picture in PICTURES[name]:
