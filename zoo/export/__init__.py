@@ -23,6 +23,10 @@ Signatures of a translation model (Transformer or RNNsearch), B strings in:
         translation, tokens  as above
         score        float32 (B,)      sum of the log-probabilities of the chosen
                                        tokens up to and including [END]
+    sample(text: tf.string (B,), seed: int64, temperature: float32, top_k: int32,
+           top_p: float32) -> sampling (`zoo.decode.sample`; top_k 0 and top_p >= 1
+           are off), stateless: the same seed gives the same output anywhere
+        translation, tokens, score  as `greedy`
 
 The text goes through the source tokenizer's `tokenize` (UTF-8 repair: invalid
 bytes become U+FFFD; NFKC; lower-casing; WordPiece; unknown characters, emoji

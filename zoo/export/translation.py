@@ -1,7 +1,7 @@
 """The translation export: a Transformer or RNNsearch as a TF Serving SavedModel.
 
 `TranslationModule` holds the model and its tokenizers and defines the
-signatures `serving_default` (beam search) and `greedy`, strings in and
+signatures `serving_default` (beam search), `greedy` and `sample`, strings in and
 strings out (see `zoo.export` for their outputs). Each signature is a plain
 `tf.function`: tokenize (string ops), decode the int ids, detokenize.
 
@@ -22,6 +22,7 @@ import tensorflow_text
 
 from keras_attention.checks import check, check_choice, check_int, check_number
 from zoo import decode
+from zoo.decode import sampling
 from zoo.decode.defaults import RNN_MAX_LENGTH, decoding_settings
 from zoo.errors import ZooError
 from zoo.text import tokenizers
@@ -133,6 +134,16 @@ def _check_vocabulary(name, tokenizer, model_size, side):
 
 # === Exported module ===
 
+# The `sample` signature's inputs: the text and scalars (`zoo.decode.sampling`; top_k 0 and
+# top_p >= 1 switch those filters off).
+SAMPLE_SIGNATURE = [
+    tf.TensorSpec([None], tf.string, name="text"),
+    tf.TensorSpec([], tf.int64, name="seed"),
+    tf.TensorSpec([], tf.float32, name="temperature"),
+    tf.TensorSpec([], tf.int32, name="top_k"),
+    tf.TensorSpec([], tf.float32, name="top_p"),
+]
+
 
 def bucket_width(length, max_length):
     """The padded source width for `length` tokens (int32 scalar tensor): the smallest of
@@ -226,6 +237,16 @@ class TranslationModule(tf.Module):
     def greedy(self, text):
         return self._outputs(text, self._greedy_ids)
 
+    @tf.function(input_signature=SAMPLE_SIGNATURE, autograph=False)
+    def sample(self, text, seed, temperature, top_k, top_p):
+        temperature, top_k, top_p = sampling.checked_knobs(temperature, top_k, top_p)
+
+        def sample_ids(source):  # int32 (B, S) -> tokens (B, L), score (B,)
+            return sampling.sample(self.model, source, temperature, top_k, top_p, seed,
+                                   return_score=True, **self._decode_args())
+
+        return self._outputs(text, sample_ids)
+
 
 def translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha,
                        max_length, length_penalty=None, force_end=None, jit_compile=False):
@@ -262,12 +283,14 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
         model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
         length_penalty, force_end, jit_compile,
     )
-    signatures = {"serving_default": module.beam, "greedy": module.greedy}
+    signatures = {"serving_default": module.beam, "greedy": module.greedy, "sample": module.sample}
     metadata = {
         "tensorflow_text_version": tensorflow_text.__version__,
         "signatures": {
             "serving_default": "beam search: text -> translation, tokens, score",
             "greedy": "greedy decoding: text -> translation, tokens, score",
+            "sample": "sampling: text, seed, temperature, top_k (0: off), top_p (1: off) -> "
+                      "translation, tokens, score",
         },
         "max_length": max_length,
         "beam_size": beam_size,
