@@ -45,7 +45,9 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
         progress: show a Keras progress bar.
         sampling: a `zoo.decode.sampling.Sampling` (with a seed: the same seed gives
             the same output, as the export's `sample` signature): sample instead
-            of searching (`beam_size` is then not used).
+            of searching (`beam_size` is then not used). Each batch of `batch_size`
+            sentences is drawn with that seed (the noise depends on a row's place in
+            its batch).
 
     Returns:
         list of str.
