@@ -42,6 +42,7 @@ import dataclasses
 import secrets
 import weakref
 
+import numpy as np
 import tensorflow as tf
 
 from keras_attention import checks
@@ -96,7 +97,8 @@ def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
         its softmax is the distribution `sample` draws from.
     """
     logits = tf.cast(logits, tf.float32)
-    temperature = tf.cast(temperature, tf.float32)
+    # At least the smallest normal float: TensorFlow flushes denormals to 0 (0 / 0 = NaN).
+    temperature = tf.maximum(tf.cast(temperature, tf.float32), np.finfo(np.float32).tiny)
     top_k, top_p = tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32)
     vocabulary = tf.shape(logits)[-1]
     scaled = (logits - tf.reduce_max(logits, axis=-1, keepdims=True)) / temperature
