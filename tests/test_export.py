@@ -477,8 +477,8 @@ def test_translation_exports_carry_their_tokenizers(served):
     # The Transformer's tokenizer was given as a directory and that directory
     # was deleted before the fresh process loaded the export.
     assert not served["vocabulary_directory"].exists()
-    assert served["report"]["signatures"]["transformer"] == ["greedy", "serving_default"]
-    assert served["report"]["signatures"]["rnn"] == ["greedy", "serving_default"]
+    assert served["report"]["signatures"]["transformer"] == ["greedy", "sample", "serving_default"]
+    assert served["report"]["signatures"]["rnn"] == ["greedy", "sample", "serving_default"]
     metadata = json.loads(
         (served["exports"]["transformer"] / "assets.extra" / "zoo_export.json").read_text()
     )

@@ -291,6 +291,89 @@ def test_export_serves_the_reference_strings(imported, references, tmp_path):
     assert ours(beam["tokens"], 109) == generated(references["beam_ids"], 109)
 
 
+# === At the length limit: `generate`'s `max_length` counts the decoder start token ===
+# Documented semantics (`GenerationConfig.max_length`: "the length of the input prompt +
+# max_new_tokens"; an encoder-decoder's prompt is the decoder start token): with
+# max_length L, generate returns the start token and at most L - 1 new tokens, and with
+# forced_eos_token_id the last of them is </s>. The recorded references ran
+# `generate(max_new_tokens=30)`, i.e. L = 31; their beam rows never end before the limit.
+
+
+def folder_copy(tmp_path, generation=None, config=None, end_bias=0.0):
+    """FOLDER copied, with generation_config.json / config.json fields replaced (None
+    removes the field) and `end_bias` added to </s>'s final_logits_bias."""
+    from safetensors import numpy as safetensors_numpy
+
+    folder = tmp_path / "limit"
+    shutil.copytree(FOLDER, folder)
+    for name, fields in (("generation_config.json", generation), ("config.json", config)):
+        content = json.loads((folder / name).read_text())
+        for key, value in (fields or {}).items():
+            content.pop(key, None) if value is None else content.update({key: value})
+        (folder / name).write_text(json.dumps(content))
+    if end_bias:
+        tensors = safetensors_numpy.load_file(folder / "model.safetensors")
+        tensors["final_logits_bias"][0, 0] += end_bias  # </s> = 0
+        safetensors_numpy.save_file(tensors, folder / "model.safetensors")
+    return folder
+
+
+def test_generate_limit_reads_the_folders_max_length(tmp_path):
+    assert marian.generate_limit(FOLDER) == 63  # generation_config.json: max_length 64
+    cases = [({"max_length": 31}, None, 30),
+             ({"max_length": None}, {"max_length": 12}, 11),  # config.json's
+             ({"max_length": None}, None, 19),  # transformers' default 20
+             ({"max_length": 512}, None, 64)]  # at most the position table
+    for index, (generation, config, expected) in enumerate(cases):
+        assert marian.generate_limit(folder_copy(tmp_path / str(index), generation, config)) \
+            == expected
+    with pytest.raises(ValueError, match=r"generation_config\.json: max_length=1 must be"):
+        marian.generate_limit(folder_copy(tmp_path / "bad", {"max_length": 1}))
+
+
+@pytest.mark.slow
+def test_import_stops_where_generate_stops_when_greedy_never_ends(tmp_path, monkeypatch):
+    """A folder whose </s> never wins (bias -1e4): generate(max_length=64) returns the start
+    token, 62 tokens and the forced </s> (the semantics above; no recorded output)."""
+    import zoo.export
+
+    folder = folder_copy(tmp_path, end_bias=-1e4)
+    given = {}
+    monkeypatch.setattr(zoo.export, "export", lambda *args, **kwargs: given.update(kwargs))
+    marian.export_folder(folder, tmp_path / "unused")  # zoo import's defaults
+    assert given.get("max_length") is None and given["max_new_tokens"] == 63
+    model, source, target = marian.import_folder(folder)
+    module, _, metadata = translation.translation_export(
+        model, "transformer", source, target, 2, None, None,
+        max_new_tokens=given["max_new_tokens"])
+    assert (metadata["max_length"], metadata["max_new_tokens"]) == (64, 63)
+    texts = tf.constant(["The cat sees the old house.", "", "Hello " * 80])
+    assert module.source_ids(texts).shape[1] == 64  # sources keep the whole position table
+    for signature in (module.greedy, module.beam):
+        tokens = signature(texts)["tokens"].numpy()
+        assert tokens.shape == (3, 63)
+        assert np.all(tokens[:, :62] != 0) and np.all(tokens[:, :62] != 109)
+        np.testing.assert_array_equal(tokens[:, 62], 0)  # 62 tokens, then </s>
+
+
+@pytest.mark.slow
+def test_zoo_import_returns_generates_beam_at_its_max_length(references, tmp_path):
+    """generation_config.json's max_length 31 = the references' 1 + max_new_tokens: `zoo
+    import`'s defaults give transformers' recorded beam rows, 29 tokens + </s> at the limit."""
+    folder = folder_copy(tmp_path, {"max_length": references["max_new_tokens"] + 1})
+    path = marian.export_folder(folder, tmp_path / "opus")
+    metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
+    assert (metadata["max_length"], metadata["max_new_tokens"]) == (64, 30)
+    served = tf.saved_model.load(str(path))
+    text = tf.constant(references["sentences"])
+    beam = served.signatures["serving_default"](text=text)["tokens"].numpy()
+    greedy = served.signatures["greedy"](text=text)["tokens"].numpy()
+    assert beam.shape[1] == 30
+    assert ours(beam, 109) == generated(references["beam_ids"], 109)
+    assert ours(greedy, 109) == generated(references["greedy_ids"], 109)
+    assert all(len(row) == 30 and row[-1] == 0 for row in ours(beam, 109))  # at the limit
+
+
 # === Fine-tuning with the folder's own tokenizers ===
 # fine_tuning.npz / .json: Hugging Face's batch for FINE_TUNING_PAIRS (tokenizer(sources,
 # text_target=targets), shift_tokens_right), its teacher-forced logits and losses.

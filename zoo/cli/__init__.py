@@ -10,7 +10,8 @@
     zoo compare RUN_A RUN_B [--beam-size K --limit N --samples N]
     zoo export RUN_DIR [--to saved_models/NAME --version N]
     zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K]
-    zoo predict RUN_DIR|SAVED_MODEL INPUT... [--beam-size K --top-k K --json]
+    zoo predict RUN_DIR|SAVED_MODEL INPUT... [--beam-size K --top-k K --json
+                                              --sample --temperature T --top-p P --seed S]
     zoo tune NAME --data DATASET [--tuner random|hyperband|bayesian --max-trials N
                                   --objective val_loss --directory RUN_DIR --strategy S
                                   --set key=value ... --space key=[values] ...]

@@ -6,7 +6,10 @@ import json
 import sys
 
 from zoo import runs
-from zoo.cli.arguments import EXIT_FAILED, positive_int
+from zoo.cli.arguments import EXIT_FAILED, UserError, positive_int
+from zoo.decode.sampling import Sampling
+
+IMAGE_CLASSES = 3  # zoo predict: classes shown per image
 
 
 def _cmd_evaluate(args):
@@ -29,11 +32,26 @@ def _cmd_compare(args):
         print(json.dumps(result, indent=2))
 
 
+def _sampling(args):
+    """`--sample` and its options as a `Sampling` (None without `--sample`)."""
+    given = {name: getattr(args, name) for name in ("temperature", "top_p", "seed")
+             if getattr(args, name) is not None}
+    if not args.sample:
+        if given:
+            raise UserError(f"--{next(iter(given)).replace('_', '-')} needs --sample")
+        return None
+    return Sampling(top_k=args.top_k, **given)
+
+
 def _cmd_predict(args):
+    sampling = _sampling(args)
+    top_k = IMAGE_CLASSES if sampling is not None or args.top_k is None else args.top_k
     results = runs.predict(
-        args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
-        checkpoint=args.checkpoint,
+        args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=top_k,
+        checkpoint=args.checkpoint, sampling=sampling,
     )
+    if sampling is not None and results and "seed" in results[0]:  # to sample the same again
+        print(f"zoo predict: sampled with --seed {results[0]['seed']}", file=sys.stderr)
     failed = [result for result in results if "error" in result]
     for result in failed:  # one line each; the other inputs are still answered
         print(f"zoo predict: error: {result['input']}: {result['error']}", file=sys.stderr)
@@ -108,7 +126,8 @@ def add_predict_parser(commands):
         epilog=(
             "Examples:\n"
             "  zoo predict runs/numbers 'dreihundertvierundzwanzig' 'elf'\n"
-            "  zoo predict saved_models/vit-tiny shirt.png"
+            "  zoo predict saved_models/vit-tiny shirt.png\n"
+            "  zoo predict runs/numbers 'elf' --sample --temperature 0.8 --top-p 0.9 --seed 1"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -118,7 +137,16 @@ def add_predict_parser(commands):
                    help="1 for greedy decoding (default: beam search of 4)")
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
                    "Face's, for a model fine-tuned from a Marian folder)")
-    p.add_argument("--top-k", type=positive_int, default=3, help="images: classes shown")
+    p.add_argument("--top-k", type=positive_int, help=f"images: classes shown (default "
+                   f"{IMAGE_CLASSES}); with --sample: sample among the K most likely tokens")
+    group = p.add_argument_group("sampling (translation; zoo.decode.sample)")
+    group.add_argument("--sample", action="store_true",
+                       help="sample each token instead of searching (SavedModels: the sample "
+                       "signature)")
+    group.add_argument("--temperature", type=float, help="T > 0 (default 1; toward 0: greedy)")
+    group.add_argument("--top-p", type=float, help="sample within the nucleus of mass P, in (0, 1]")
+    group.add_argument("--seed", type=int, help="the same seed gives the same output (default: "
+                       "a random one, printed)")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_predict)

@@ -63,7 +63,9 @@ def add_import_parser(commands):
     p.add_argument("--beam-size", type=positive_int, help="serving_default's beam (default 4)")
     p.add_argument("--alpha", type=float, help="length penalty (default 1.0, Hugging Face's)")
     p.add_argument("--max-length", type=positive_int,
-                   help="longest source and output in tokens (default: the model's position table)")
+                   help="longest source and output in tokens (default: sources up to the "
+                   "position table, outputs as transformers' generate: the folder's max_length "
+                   "- 1 tokens, </s> included)")
     p.set_defaults(func=_cmd_import)
 
 

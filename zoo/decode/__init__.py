@@ -7,6 +7,9 @@ Two searches over `p(y | x) = Π_t p(y_t | y_<t, x)`:
   `log p(y | x) / lp(y)` with the length penalty of Wu et al. (2016), eq. 14,
   the one the Transformer paper uses with α = 0.6 (see `length_penalty`).
 
+and `sample` (`zoo.decode.sampling`): each token drawn from the model's
+distribution, with a temperature, top-k and top-p, seeded statelessly.
+
 Both decode a batch inside one `tf.function` (`tf.while_loop` over fixed-size
 buffers, so they also compile under XLA when `max_length` is a Python int),
 and both work on models from `zoo.get` and on the same models after
@@ -48,17 +51,20 @@ import weakref
 import tensorflow as tf
 
 from keras_attention import checks
-from zoo.decode import hf_beam
+from zoo.decode import hf_beam, sampling
 from zoo.decode import loops as decode_loops
 from zoo.decode import steps as decode_steps
+from zoo.decode.arguments import EXTRA_LENGTH, output_size  # noqa: F401 - EXTRA_LENGTH: API
+from zoo.decode.arguments import check_common as _check_common
+from zoo.decode.arguments import check_ids as _check_ids
 from zoo.decode.defaults import GNMT
 from zoo.decode.search_steps import Ids
 from zoo.text.special import END_ID, PAD_ID, START_ID  # noqa: F401 - part of this module's API
 
 LENGTH_PENALTIES = ("gnmt", "hf")
-EXTRA_LENGTH = 50  # default maximum output length = source length + 50
 
 length_penalty = decode_loops.length_penalty  # part of this module's API
+sample = sampling.sample  # part of this module's API
 
 # The steppers under their earlier names here (tests reach them as `decode._stepper`, ...).
 _stepper = decode_steps.stepper
@@ -197,38 +203,6 @@ def strip_special(ids, end_id=END_ID, pad_id=PAD_ID):
     return rows
 
 
-def _check_ids(**ids):
-    """Each id an integer >= 0 (numpy integers too), `end_id` different from `pad_id`."""
-    for name, value in ids.items():
-        checks.check(name, value, "an integer id >= 0", checks.is_int(value, numpy=True) and value >= 0)
-    if ids["end_id"] == ids["pad_id"]:
-        raise ValueError(f"`end_id` must differ from `pad_id`; both are {ids['pad_id']}.")
-
-
-def _check_common(source, max_length, start_id, end_id, pad_id=PAD_ID):
-    source = tf.convert_to_tensor(source)
-    if source.shape.rank != 2:
-        raise ValueError(f"`source` must have shape (B, S); received source.shape={source.shape}.")
-    if not source.dtype.is_integer:
-        raise ValueError(f"`source` must hold integer ids; received dtype {source.dtype.name}.")
-    source = tf.cast(source, tf.int32)
-    _check_ids(start_id=start_id, end_id=end_id, pad_id=pad_id)
-    if max_length is None:
-        return source, None
-    if checks.is_int(max_length, numpy=True):
-        checks.check_int("max_length", max_length, 1, numpy=True)
-        return source, int(max_length)
-    if isinstance(max_length, (tf.Tensor, tf.Variable)) or hasattr(max_length, "dtype"):
-        max_length = tf.convert_to_tensor(max_length)
-        if max_length.shape.rank != 0 or not max_length.dtype.is_integer:
-            raise ValueError(
-                "`max_length` must be an int or a scalar int tensor; received "
-                f"shape {max_length.shape}, dtype {max_length.dtype.name}."
-            )
-        return source, tf.cast(max_length, tf.int32)
-    raise ValueError(f"`max_length` must be None, an int or a scalar int tensor; received {max_length!r}.")
-
-
 # === The decoding loops ===
 
 
@@ -277,14 +251,7 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
             pad_id=PAD_ID, force_end=False, penalty="gnmt", with_score=False):
     """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants."""
     stepper = _stepper(model, use_cache, pad_id)
-    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)  # (B,)
-    if max_length is None:
-        static = source.shape[1]
-        width = static + EXTRA_LENGTH if static is not None else tf.shape(source)[1] + EXTRA_LENGTH
-        limit = lengths + EXTRA_LENGTH
-    else:
-        width = max_length
-        limit = tf.fill(tf.shape(lengths), max_length)
+    width, limit = output_size(source, max_length, pad_id)
     source = decode_steps.check_width(model, width, source)
     ids = Ids(start_id, end_id, pad_id, force_end)
     if beam_size == 0:

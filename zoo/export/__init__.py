@@ -15,7 +15,8 @@ Signatures of a translation model (Transformer or RNNsearch), B strings in:
     serving_default(text: tf.string (B,)) -> beam search (`zoo.decode.beam_search`)
         translation  tf.string (B,)    detokenized best hypothesis
         tokens       int32 (B, L)      its target ids: no [START], [END] kept,
-                                       0 after it (L = max_length)
+                                       0 after it (L = max_new_tokens,
+                                       by default max_length)
         score        float32 (B,)      its length-penalised log-probability
                                        log p(y | x) / ((5 + |y|) / 6)^alpha,
                                        |y| counting [END] (`decode.length_penalty`)
@@ -23,6 +24,10 @@ Signatures of a translation model (Transformer or RNNsearch), B strings in:
         translation, tokens  as above
         score        float32 (B,)      sum of the log-probabilities of the chosen
                                        tokens up to and including [END]
+    sample(text: tf.string (B,), seed: int64, temperature: float32, top_k: int32,
+           top_p: float32) -> sampling (`zoo.decode.sample`; top_k 0 and top_p >= 1
+           are off), stateless: the same seed gives the same output anywhere
+        translation, tokens, score  as `greedy`
 
 The text goes through the source tokenizer's `tokenize` (UTF-8 repair: invalid
 bytes become U+FFFD; NFKC; lower-casing; WordPiece; unknown characters, emoji
@@ -30,7 +35,7 @@ included, become [UNK]), is cut to `max_length - 1` tokens and gets [END]
 appended (`zoo.datasets.pipeline` convention: source = x + [END]); the batch is padded
 with 0, decoded, and the target tokenizer's `detokenize` turns the ids back
 into text. An empty string is a source of [END] alone and is translated like
-any other input; an empty batch gives empty outputs (tokens `(0, max_length)`).
+any other input; an empty batch gives empty outputs (tokens `(0, L)`).
 Decoding runs without XLA by default. `jit_compile=True` compiles the
 decoding of the int ids with XLA inside the SavedModel (tokenization and
 detokenization stay outside the XLA cluster; `zoo.export.translation`): several
@@ -47,7 +52,10 @@ OPUS-MT): `tokens` holds Marian ids with padding after `</s>`, and
 gives. Their beam search is Hugging Face's by default (`length_penalty="hf"`:
 score `log p(y | x) / |y| ** alpha`, alpha 1.0), and the step at the length
 limit emits `</s>` (`force_end`, Marian's `forced_eos_token_id`), so that the
-SavedModel reproduces `generate(num_beams=4)`.
+SavedModel reproduces `generate(num_beams=4)`. `zoo import` without `--max-length`
+generates what `generate` does at the folder's `max_length`, which counts the
+decoder start token: at most `max_length - 1` tokens, `</s>` included
+(`zoo.transformer.marian.generate_limit`); sources still take the whole position table.
 
 Signatures of a ViT, K classes, top k:
 
@@ -169,6 +177,7 @@ def export(
     length_penalty=None,
     force_end=None,
     jit_compile=False,
+    max_new_tokens=None,
 ):
     """Write a zoo model as a TF Serving SavedModel version (see the module docstring).
 
@@ -194,6 +203,9 @@ def export(
         max_length: translation models: sources are cut to `max_length - 1`
             tokens plus [END], and at most `max_length` tokens are generated.
             Default: the Transformer's position table size; 128 for RNNsearch.
+        max_new_tokens: translation models: the most tokens generated ([END]
+            included), when it differs from `max_length`: an imported Marian
+            folder's `generate` limit (`zoo.transformer.marian.export_folder`).
         jit_compile: translation models: decode with XLA inside the SavedModel
             (`zoo.export.translation`). Needs XLA JIT where it is served (TF
             Serving: `--xla_cpu_compilation_enabled=true` on CPU).
@@ -232,7 +244,7 @@ def export(
             raise ZooError("export: `class_names` is for ViT models only.")
         module, signatures, metadata = translation_export(
             obj, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
-            length_penalty, force_end, jit_compile,
+            length_penalty, force_end, jit_compile, max_new_tokens,
         )
     return _save(obj, family, base, version, module, signatures, metadata)
 

@@ -1,7 +1,7 @@
 """The translation export: a Transformer or RNNsearch as a TF Serving SavedModel.
 
 `TranslationModule` holds the model and its tokenizers and defines the
-signatures `serving_default` (beam search) and `greedy`, strings in and
+signatures `serving_default` (beam search), `greedy` and `sample`, strings in and
 strings out (see `zoo.export` for their outputs). Each signature is a plain
 `tf.function`: tokenize (string ops), decode the int ids, detokenize.
 
@@ -22,6 +22,7 @@ import tensorflow_text
 
 from keras_attention.checks import check, check_choice, check_int, check_number
 from zoo import decode
+from zoo.decode import sampling
 from zoo.decode.defaults import RNN_MAX_LENGTH, decoding_settings
 from zoo.errors import ZooError
 from zoo.text import tokenizers
@@ -133,6 +134,16 @@ def _check_vocabulary(name, tokenizer, model_size, side):
 
 # === Exported module ===
 
+# The `sample` signature's inputs: the text and scalars (`zoo.decode.sampling`; top_k 0 and
+# top_p >= 1 switch those filters off).
+SAMPLE_SIGNATURE = [
+    tf.TensorSpec([None], tf.string, name="text"),
+    tf.TensorSpec([], tf.int64, name="seed"),
+    tf.TensorSpec([], tf.float32, name="temperature"),
+    tf.TensorSpec([], tf.int32, name="top_k"),
+    tf.TensorSpec([], tf.float32, name="top_p"),
+]
+
 
 def bucket_width(length, max_length):
     """The padded source width for `length` tokens (int32 scalar tensor): the smallest of
@@ -154,19 +165,22 @@ class TranslationModule(tf.Module):
         source_tokenizer, target_tokenizer: tokenizers with `tokenize`/`detokenize`
             (may be the same object); tracked as attributes, so their tables and
             vocabularies are saved with the model.
-        max_length: the longest source (tokens + [END]) and the most tokens generated.
+        max_length: the longest source (tokens + [END]) and, unless `max_new_tokens`
+            says otherwise, the most tokens generated.
         beam_size, alpha, length_penalty, force_end: beam search settings (`zoo.decode`).
         jit_compile: decode the int ids in an XLA-compiled inner function, the
             source padded to a bucket width (B, W), W = `bucket_width(S)`.
+        max_new_tokens: the most tokens generated ([END] included), L; default `max_length`.
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
-                 length_penalty="gnmt", force_end=False, jit_compile=False):
+                 length_penalty="gnmt", force_end=False, jit_compile=False, max_new_tokens=None):
         super().__init__(name="translation")
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_length = max_length
+        self.max_new_tokens = max_length if max_new_tokens is None else max_new_tokens
         self.beam_size = beam_size
         self.alpha = alpha
         self.length_penalty = length_penalty
@@ -175,7 +189,7 @@ class TranslationModule(tf.Module):
         self.ids = special_ids(target_tokenizer)
 
     def _decode_args(self):
-        return dict(max_length=self.max_length, start_id=self.ids["start"],
+        return dict(max_length=self.max_new_tokens, start_id=self.ids["start"],
                     end_id=self.ids["end"], pad_id=self.ids["pad"], force_end=self.force_end)
 
     def source_ids(self, text):
@@ -195,7 +209,7 @@ class TranslationModule(tf.Module):
             run = tf.function(run, jit_compile=True, autograph=False)
 
         def empty():
-            return tf.zeros([0, self.max_length], tf.int32), tf.zeros([0], tf.float32)
+            return tf.zeros([0, self.max_new_tokens], tf.int32), tf.zeros([0], tf.float32)
 
         # An empty batch never reaches the model (shape corner cases in the
         # decoding loops); it gets empty outputs of the right ranks.
@@ -226,9 +240,20 @@ class TranslationModule(tf.Module):
     def greedy(self, text):
         return self._outputs(text, self._greedy_ids)
 
+    @tf.function(input_signature=SAMPLE_SIGNATURE, autograph=False)
+    def sample(self, text, seed, temperature, top_k, top_p):
+        temperature, top_k, top_p = sampling.checked_knobs(temperature, top_k, top_p)
+
+        def sample_ids(source):  # int32 (B, S) -> tokens (B, L), score (B,)
+            return sampling.sample(self.model, source, temperature, top_k, top_p, seed,
+                                   return_score=True, **self._decode_args())
+
+        return self._outputs(text, sample_ids)
+
 
 def translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha,
-                       max_length, length_penalty=None, force_end=None, jit_compile=False):
+                       max_length, length_penalty=None, force_end=None, jit_compile=False,
+                       max_new_tokens=None):
     """Check the arguments; return (module, signatures, metadata) of a translation export."""
     if tokenizer is None:
         raise ZooError(
@@ -256,20 +281,26 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
     if max_length is None:
         max_length = limit if limit is not None else RNN_MAX_LENGTH
     check_int("max_length", max_length, 2, limit, prefix=PREFIX)
+    if max_new_tokens is None:
+        max_new_tokens = max_length
+    check_int("max_new_tokens", max_new_tokens, 1, limit, prefix=PREFIX)
     check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), PREFIX)
 
     module = TranslationModule(
         model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
-        length_penalty, force_end, jit_compile,
+        length_penalty, force_end, jit_compile, max_new_tokens,
     )
-    signatures = {"serving_default": module.beam, "greedy": module.greedy}
+    signatures = {"serving_default": module.beam, "greedy": module.greedy, "sample": module.sample}
     metadata = {
         "tensorflow_text_version": tensorflow_text.__version__,
         "signatures": {
             "serving_default": "beam search: text -> translation, tokens, score",
             "greedy": "greedy decoding: text -> translation, tokens, score",
+            "sample": "sampling: text, seed, temperature, top_k (0: off), top_p (1: off) -> "
+                      "translation, tokens, score",
         },
         "max_length": max_length,
+        "max_new_tokens": max_new_tokens,
         "beam_size": beam_size,
         "alpha": alpha,
         "length_penalty": length_penalty,

@@ -1,4 +1,4 @@
-"""Translating sentences with a run's model (greedy or beam search, as the export does)."""
+"""Translating sentences with a run's model (greedy, beam search or sampling, as the export does)."""
 
 import keras
 import tensorflow as tf
@@ -26,7 +26,7 @@ def padded_sources(tokenizer, sentences, max_length):
 
 
 def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_length=None,
-              progress=False):
+              progress=False, sampling=None):
     """Translations of `sentences` with a run's model, in order.
 
     Args:
@@ -43,6 +43,11 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
             `max_length` (as the SavedModel export does), or `RNN_MAX_LENGTH`
             (`zoo.decode.defaults`) for a run whose config has none.
         progress: show a Keras progress bar.
+        sampling: a `zoo.decode.sampling.Sampling` (with a seed: the same seed gives
+            the same output, as the export's `sample` signature): sample instead
+            of searching (`beam_size` is then not used). Each batch of `batch_size`
+            sentences is drawn with that seed (the noise depends on a row's place in
+            its batch).
 
     Returns:
         list of str.
@@ -62,7 +67,10 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
     for start in range(0, len(sentences), batch_size):
         chunk = list(sentences[start : start + batch_size])
         source = padded_sources(run.source_tokenizer, chunk, max_length)
-        generated = _decode(run.model, source, beam_size, max_length, options)
+        if sampling is None:
+            generated = _decode(run.model, source, beam_size, max_length, options)
+        else:
+            generated = _sample(run.model, source, max_length, options, sampling)
         outputs += [s.decode("utf-8") for s in run.target_tokenizer.detokenize(generated).numpy()]
         if bar is not None:
             bar.add(len(chunk))
@@ -81,6 +89,12 @@ def _decode(model, source, beam_size, max_length, options):
     if tokens.shape.rank == 3:  # (B, K, L): beams sorted best first
         tokens = tokens[:, 0]
     return tokens
+
+
+def _sample(model, source, max_length, options, sampling):
+    ids = {key: options[key] for key in ("start_id", "end_id", "pad_id", "force_end")}
+    return decode.sample(model, source, temperature=sampling.temperature, top_k=sampling.top_k,
+                         top_p=sampling.top_p, seed=sampling.seed, max_length=max_length, **ids)
 
 
 def canonical(tokenizer, sentences):

@@ -1,8 +1,10 @@
 """`predict`: translate sentences or classify image files with a run directory or an
 exported SavedModel."""
 
+import dataclasses
 import pathlib
 import re
+import secrets
 
 import keras
 import numpy as np
@@ -71,7 +73,7 @@ def _with_errors(inputs, answered, errors):
             for item in inputs]
 
 
-def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"):
+def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best", sampling=None):
     """Translate sentences or classify image files with a run or an exported SavedModel.
 
     Args:
@@ -86,9 +88,14 @@ def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"
             1.0 (Hugging Face's) for a model imported from a Marian folder.
         top_k: classes listed per image.
         checkpoint: run directories: `"best"` or `"last"`.
+        sampling: translation: a `zoo.decode.sampling.Sampling` to sample instead of
+            searching (SavedModels: the `sample` signature); a seed of None is
+            drawn here and returned with each translation (`"seed"`), so that the
+            same output can be asked for again.
 
     Returns:
-        list of dicts, one per input: `{"input", "translation"}` or
+        list of dicts, one per input: `{"input", "translation"}` (and `"seed"` when
+        sampling) or
         `{"input", "classes": [(name, probability), ...]}`. An image that is
         missing, not a file or not an image gets `{"input", "error"}` (the
         reason) and the others are still answered: each file is checked and
@@ -97,14 +104,17 @@ def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"
     inputs = list(inputs)
     if not inputs:
         raise ZooError("predict needs at least one input (sentences or image files)")
+    if sampling is not None and sampling.seed is None:
+        sampling = dataclasses.replace(sampling, seed=secrets.randbits(63))
     path = pathlib.Path(path)
     if (path / "config.json").is_file():
         run = load_run(path, checkpoint)
         if run.kind == "translation":
             if beam_size is None:
                 beam_size = 4
-            outputs = translate(run, inputs, beam_size=beam_size, alpha=alpha)
-            return [{"input": s, "translation": t} for s, t in zip(inputs, outputs)]
+            outputs = translate(run, inputs, beam_size=beam_size, alpha=alpha, sampling=sampling)
+            return _translations(inputs, outputs, sampling)
+        _no_sampling(sampling, path)
         model_config = run.config["model_config"]
         size, channels = model_config["image_size"], model_config["channels"]
         images, errors = _load_image_files(inputs, size, size, channels)
@@ -121,7 +131,17 @@ def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"
             f"{path} is neither a run directory (no config.json) nor a SavedModel "
             "(no saved_model.pb, nor numbered versions holding one)"
         )
-    return _predict_saved_model(saved, inputs, beam_size, top_k)
+    return _predict_saved_model(saved, inputs, beam_size, top_k, sampling)
+
+
+def _translations(inputs, outputs, sampling):
+    extra = {} if sampling is None else {"seed": sampling.seed}
+    return [{"input": s, "translation": t, **extra} for s, t in zip(inputs, outputs)]
+
+
+def _no_sampling(sampling, path):
+    if sampling is not None:
+        raise ZooError(f"{path} is an image model; sampling is for translation models")
 
 
 def _top_classes(inputs, probabilities, class_names, top_k):
@@ -140,8 +160,26 @@ def _signature_inputs(function):
     return kwargs
 
 
-def _translate_with_saved_model(path, signatures, inputs, beam_size):
-    """Translations by the export's `serving_default` (beam search) or `greedy` signature."""
+def _sample_with_saved_model(path, signatures, inputs, sampling):
+    """Translations by the export's `sample` signature."""
+    if "sample" not in signatures:
+        raise ZooError(f"{path} has no sample signature (exported before sampling existed): "
+                       "export it again")
+    outputs = signatures["sample"](
+        text=tf.constant(inputs, tf.string), seed=tf.constant(sampling.seed, tf.int64),
+        temperature=tf.constant(sampling.temperature, tf.float32),
+        top_k=tf.constant(sampling.top_k or 0, tf.int32),
+        top_p=tf.constant(1.0 if sampling.top_p is None else sampling.top_p, tf.float32),
+    )
+    translations = [t.decode("utf-8") for t in outputs["translation"].numpy().tolist()]
+    return _translations(inputs, translations, sampling)
+
+
+def _translate_with_saved_model(path, signatures, inputs, beam_size, sampling=None):
+    """Translations by the export's `serving_default` (beam search), `greedy` or `sample`
+    signature."""
+    if sampling is not None:
+        return _sample_with_saved_model(path, signatures, inputs, sampling)
     default = signatures["serving_default"]
     metadata_path = path / "assets.extra" / "zoo_export.json"
     exported = files.read_json(metadata_path, dict) if metadata_path.is_file() else {}
@@ -169,7 +207,7 @@ def _load_saved_model(path):
                                      "saved_model.pb or variables/)", reason) from None
 
 
-def _predict_saved_model(path, inputs, beam_size, top_k):
+def _predict_saved_model(path, inputs, beam_size, top_k, sampling=None):
     loaded = _load_saved_model(path)
     signatures = dict(loaded.signatures)
     if "serving_default" not in signatures:
@@ -180,7 +218,8 @@ def _predict_saved_model(path, inputs, beam_size, top_k):
         raise ZooError(f"{path}: serving_default should take one input; it takes {sorted(specs)}")
     ((input_name, spec),) = specs.items()
     if spec.dtype == tf.string:  # translation: text in
-        return _translate_with_saved_model(path, signatures, inputs, beam_size)
+        return _translate_with_saved_model(path, signatures, inputs, beam_size, sampling)
+    _no_sampling(sampling, path)
     # Images: the signature that takes encoded image bytes, else uint8 arrays.
     by_bytes = [
         function for key, function in sorted(signatures.items())

@@ -41,6 +41,9 @@ from zoo.errors import ZooError
 from zoo.transformer import TransformerConfig
 
 CONFIG_FILENAME = "config.json"
+GENERATION_CONFIG_FILENAME = "generation_config.json"
+# transformers' `GenerationConfig.max_length` when neither file sets one.
+GENERATE_MAX_LENGTH = 20
 WEIGHTS_FILENAME = "model.safetensors"
 TORCH_WEIGHTS_FILENAME = "pytorch_model.bin"
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
@@ -323,6 +326,28 @@ def import_folder(folder, **overrides):
     return model, source_tokenizer, target_tokenizer
 
 
+def generate_limit(folder):
+    """The most tokens `generate` returns for a folder by default, `</s>` included.
+
+    transformers' `generate` stops at `max_length` tokens counting the decoder start
+    token (its docs: "the length of the input prompt + max_new_tokens"; an
+    encoder-decoder's prompt is the start token), so it generates at most
+    `max_length - 1`, and with `forced_eos_token_id` the last of them is `</s>`.
+    `max_length` is `generation_config.json`'s, else `config.json`'s, else
+    transformers' default 20 (`GENERATE_MAX_LENGTH`); the result is at most the
+    position table (`max_position_embeddings`).
+    """
+    folder = pathlib.Path(folder)
+    config = read_config(folder)
+    generation = folder / GENERATION_CONFIG_FILENAME
+    settings = _load_json(generation) if generation.is_file() else {}
+    max_length = settings.get("max_length", config.get("max_length", GENERATE_MAX_LENGTH))
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+        raise FolderError(f"{generation if 'max_length' in settings else folder / CONFIG_FILENAME}: "
+                          f"max_length={max_length!r} must be an integer >= 2")
+    return min(max_length - 1, config["max_position_embeddings"])
+
+
 def export_folder(folder, path, version=None, **export_options):
     """Import a Marian folder and write it as a TF Serving SavedModel (`zoo export`'s one call).
 
@@ -330,7 +355,9 @@ def export_folder(folder, path, version=None, **export_options):
         folder: the Hugging Face Marian folder.
         path: e.g. `"saved_models/opus-mt-en-de"`; the version goes to `<path>/<version>/`.
         version, **export_options: as `zoo.export` (`beam_size`, `alpha`,
-            `max_length`, `length_penalty`, `force_end`).
+            `max_length`, `length_penalty`, `force_end`). Without `max_length`,
+            sources take the whole position table and at most `generate_limit(folder)`
+            tokens are generated, as `generate` does.
 
     Returns:
         `pathlib.Path` of the version directory.
@@ -340,6 +367,8 @@ def export_folder(folder, path, version=None, **export_options):
     from zoo import export  # noqa: PLC0415
 
     model, source_tokenizer, target_tokenizer = import_folder(folder)
+    if export_options.get("max_length") is None and export_options.get("max_new_tokens") is None:
+        export_options["max_new_tokens"] = generate_limit(folder)
     return export.export(model, path, version, tokenizer=source_tokenizer,
                          target_tokenizer=target_tokenizer, **export_options)
 
