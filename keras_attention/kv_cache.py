@@ -12,7 +12,19 @@ from keras import ops
 from keras_attention import ops as attention_ops
 
 if keras.backend.backend() == "tensorflow":
-    import tensorflow as tf  # `batched_matmul` only
+    import tensorflow as tf  # `batched_matmul` and `in_xla_context` only
+    from tensorflow.python.ops import control_flow_util  # the XLA context (no public API)
+
+
+def in_xla_context():
+    """Whether the TensorFlow graph being traced will be compiled by XLA (inside a
+    `tf.function(jit_compile=True)`, its loops and conditionals included); False on other
+    backends and in eager mode."""
+    return (
+        keras.backend.backend() == "tensorflow"
+        and tf.inside_function()
+        and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+    )
 
 
 def write_positions(cache, new, index, axis):
@@ -21,9 +33,15 @@ def write_positions(cache, new, index, axis):
     cache `(B, N, ·, ·)` with L positions on `axis`, new the same with T. Built from
     core ops (a mask and `where`; a one-hot matmul, exact, to place T > 1 rows) rather
     than `slice_update`, whose TensorFlow op (XlaDynamicUpdateSlice) needs the XLA
-    JIT even outside `jit_compile`, which TF Serving disables on CPU.
+    JIT even outside `jit_compile`, which TF Serving disables on CPU. Inside XLA
+    (`in_xla_context`), `slice_update`: a `where` rewrites all L positions of the
+    buffer at every step, a dynamic-update-slice only the T new ones, in place.
     """
     new = ops.cast(new, cache.dtype)
+    if in_xla_context():
+        start = [0, 0, 0, 0]
+        start[axis] = index
+        return ops.slice_update(cache, start, new)
     positions = ops.arange(ops.shape(cache)[axis], dtype="int32")  # (L,)
     broadcast = [1, 1, 1, 1]
     broadcast[axis] = -1

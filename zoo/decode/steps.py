@@ -17,6 +17,7 @@ is any nest of tensors with `B·K` rows.
 import tensorflow as tf
 from keras import ops
 
+from keras_attention.kv_cache import in_xla_context
 from zoo import convs2s, families, seq2seq
 from zoo.families import numbered_layers
 from zoo.text.special import PAD_ID
@@ -142,10 +143,28 @@ class TransformerStep:
         if self.output_projection is not None:
             logits = self.output_projection(y)
         else:
-            logits = self.target_embedding(y, reverse=True)  # tied: y Eᵀ
+            logits = tied_logits(y, self.target_embedding)  # tied: y Eᵀ
         if self.final_logits_bias is not None:
             logits = self.final_logits_bias(logits)
         return tf.cast(logits[:, 0, :], tf.float32), tuple(new_caches)
+
+
+def tied_logits(y, embedding):
+    """Decoder outputs y `(B, T, D)` -> logits `y Eᵀ` `(B, T, V)`, E the `(V, D)` token table
+    of `embedding` (a `TokenAndPositionEmbedding`; what `embedding(y, reverse=True)` computes).
+
+    Under XLA as `(E yᵀ)ᵀ`: XLA:CPU lays the right operand of a dot out with the contracting
+    dimension major, so `y Eᵀ` copies the whole transposed table at every decoding step
+    (119 MB for OPUS-MT's 58,101 × 512, more than the step's weights); `E yᵀ` reads E's
+    rows where they are and transposes only the `(V, B·T)` result (a free reshape at B·T = 1).
+    Elsewhere TensorFlow's MatMul takes `Eᵀ` as is (`transpose_b`), so the plain product stays.
+    """
+    if not in_xla_context():
+        return embedding(y, reverse=True)
+    table = ops.cast(embedding.embeddings, embedding.compute_dtype)  # (V, D)
+    rows = tf.reshape(y, [-1, tf.shape(y)[-1]])  # (B·T, D)
+    logits = tf.transpose(tf.matmul(table, rows, transpose_b=True))  # (B·T, V)
+    return tf.reshape(logits, tf.concat([tf.shape(y)[:-1], tf.shape(table)[:1]], axis=0))
 
 
 class RNNSearchStep:

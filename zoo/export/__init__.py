@@ -96,6 +96,7 @@ import tensorflow as tf
 from keras_attention.checks import check_int
 from zoo import families, files
 from zoo.errors import ZooError
+from zoo.export import warmup
 from zoo.export.image import DEFAULT_TOP_K, ImageClassifierModule, image_export
 from zoo.export.translation import (  # noqa: F401 - part of this module's API
     DEFAULT_RNN_MAX_LENGTH,
@@ -272,6 +273,7 @@ def _save(model, family, base, version, module, signatures, metadata):
 
     def save(directory, number):
         tf.saved_model.save(module, str(directory), signatures=signatures)
+        warmup.write_requests(directory, getattr(module, "warmup_requests", ()))
         renumber(directory, number)
 
     return _write_atomically(base, version, save, renumber)

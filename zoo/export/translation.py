@@ -25,6 +25,7 @@ from zoo import decode
 from zoo.decode import sampling
 from zoo.decode.defaults import RNN_MAX_LENGTH, decoding_settings
 from zoo.errors import ZooError
+from zoo.export import warmup
 from zoo.text import tokenizers
 from zoo.text.special import encode_sources, special_ids
 
@@ -145,14 +146,20 @@ SAMPLE_SIGNATURE = [
 ]
 
 
-def bucket_width(length, max_length):
-    """The padded source width for `length` tokens (int32 scalar tensor): the smallest of
-    MIN_BUCKET, 2·MIN_BUCKET, 4·MIN_BUCKET, … (below max_length) and max_length that holds
-    it; never more than max_length."""
+def bucket_widths(max_length):
+    """The source widths of an XLA export, a Python list: MIN_BUCKET, 2·MIN_BUCKET,
+    4·MIN_BUCKET, … below max_length, then max_length (one compiled program each per
+    batch size; powers of two keep them to about log2(max_length / MIN_BUCKET) + 1)."""
     widths = [min(MIN_BUCKET, max_length)]
     while widths[-1] < max_length:
         widths.append(min(2 * widths[-1], max_length))
-    widths = tf.constant(widths, tf.int32)
+    return widths
+
+
+def bucket_width(length, max_length):
+    """The padded source width for `length` tokens (int32 scalar tensor): the smallest of
+    `bucket_widths(max_length)` that holds it; never more than max_length."""
+    widths = tf.constant(bucket_widths(max_length), tf.int32)
     index = tf.searchsorted(widths, tf.reshape(tf.cast(length, tf.int32), [1]), side="left")[0]
     return widths[tf.minimum(index, tf.size(widths) - 1)]
 
@@ -291,6 +298,8 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
         length_penalty, force_end, jit_compile, max_new_tokens,
     )
     signatures = {"serving_default": module.beam, "greedy": module.greedy, "sample": module.sample}
+    warmup.attach(module, signatures, source_tokenizer, max_length, module.ids["end"],
+                  bucket_widths(max_length))
     metadata = {
         "tensorflow_text_version": tensorflow_text.__version__,
         "signatures": {
@@ -307,6 +316,8 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
         "force_end": force_end,
         "special_ids": module.ids,
         "jit_compile": jit_compile,
+        "source_buckets": bucket_widths(max_length) if jit_compile else None,
+        "warmup_requests": len(module.warmup_requests),
     }
     return module, signatures, metadata
 
