@@ -29,8 +29,12 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def greedy(stepper, source, width, limit, ids, with_score=False):
+def greedy(stepper, source, width, limit, ids, with_score=False, choose=None):
     """The arg-max token at every step: int32 `(B, width)`, `ids.pad` after `[END]`.
+
+    `choose(masked, t)`, when given, picks the token of step t instead of the arg-max
+    (`zoo.decode.sampling` draws it): `masked` is `(B, V)` logits in which the padding
+    id, and at the length limit every id but `[END]` (with `force_end`), are NEG.
 
     With `with_score`, also float32 `(B,)`: the sum of the chosen tokens'
     log-probabilities `log softmax(logits)[token]` up to and including `[END]` (the
@@ -50,7 +54,10 @@ def greedy(stepper, source, width, limit, ids, with_score=False):
         logits, state = stepper.step(tokens, t, state)  # (B, V)
         masked = tf.where(pad_column(logits, ids.pad), tf.constant(NEG, logits.dtype), logits)
         masked = forced_end(masked, ids, t + 1 >= limit, NEG)
-        token = tf.argmax(masked, axis=-1, output_type=tf.int32)  # (B,)
+        if choose is None:
+            token = tf.argmax(masked, axis=-1, output_type=tf.int32)  # (B,)
+        else:
+            token = choose(masked, t)
         if with_score:  # log p(token) = logit - logsumexp(logits), in float32
             logits = tf.cast(logits, tf.float32)
             chosen = tf.gather(logits, token, batch_dims=1) - tf.reduce_logsumexp(logits, axis=-1)

@@ -33,8 +33,9 @@ process, up to float differences between XLA's and the default kernels' logits
 at near-ties. The noise of step t has shape `(B, V)`: a row's tokens depend on
 the seed, on its position in the batch and on the batch size.
 
-`sample` runs one `tf.while_loop` over the per-family cached steps of
-`zoo.decode.steps`, like greedy decoding, with its conventions (`pad_id`,
+`sample` runs greedy decoding's loop (`zoo.decode.loops.greedy`) over the
+per-family cached steps of `zoo.decode.steps`, with the draw in place of the
+arg-max, and with greedy decoding's conventions (`pad_id`,
 `start_id`, `end_id`, `force_end`, `max_length`).
 """
 
@@ -46,9 +47,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention import checks
+from zoo.decode import loops
 from zoo.decode import steps as decode_steps
 from zoo.decode.arguments import check_common, output_size
-from zoo.decode.search_steps import Ids, forced_end, keep_shapes, pad_column, write_column
+from zoo.decode.search_steps import Ids
 from zoo.text.special import END_ID, PAD_ID, START_ID
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -148,30 +150,12 @@ def sample_loop(stepper, source, width, limit, ids, knobs, with_score=False):
         knobs: scalar tensors `(seed int64, temperature float32, top_k int32, top_p float32)`.
     """
     seed, temperature, top_k, top_p = knobs
-    batch = tf.shape(source)[0]
-    state = stepper.prepare(source, 1, width)
-    start = (tf.constant(0), tf.fill([batch], ids.start), tf.fill([batch, width], ids.pad),
-             tf.less_equal(limit, 0), tf.zeros([batch], tf.float32), state)
 
-    def keep_going(t, tokens, output, done, score, state):
-        return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
+    def choose(masked, t):  # masked ids are NEG: weight 0 after the softmax
+        filtered = filter_logits(tf.cast(masked, tf.float32), temperature, top_k, top_p)
+        return draw(filtered, step_seed(seed, t))
 
-    def step(t, tokens, output, done, score, state):
-        logits, state = stepper.step(tokens, t, state)  # (B, V)
-        logits = tf.cast(logits, tf.float32)
-        allowed = tf.where(pad_column(logits, ids.pad), float("-inf"), logits)
-        allowed = forced_end(allowed, ids, t + 1 >= limit, float("-inf"))
-        token = draw(filter_logits(allowed, temperature, top_k, top_p), step_seed(seed, t))
-        if with_score:
-            chosen = tf.gather(logits, token, batch_dims=1) - tf.reduce_logsumexp(logits, axis=-1)
-            score += tf.where(done, 0.0, chosen)
-        token = tf.where(done, tf.fill(tf.shape(token), ids.pad), token)
-        output = write_column(output, t, token)
-        done = done | tf.equal(token, ids.end) | (t + 1 >= limit)
-        return t + 1, token, output, done, score, state
-
-    _, _, output, _, score, _ = tf.while_loop(keep_going, keep_shapes(step), start)
-    return (output, score) if with_score else output
+    return loops.greedy(stepper, source, width, limit, ids, with_score, choose=choose)
 
 
 # === Public API ===
