@@ -7,6 +7,7 @@ import sys
 
 from zoo import runs
 from zoo.cli.arguments import EXIT_FAILED, positive_int
+from zoo.runs.rundir import CHECKPOINTS
 
 
 def _cmd_evaluate(args):
@@ -59,7 +60,7 @@ def add_evaluate_parser(commands):
         epilog="Example: zoo evaluate runs/numbers --beam-size 4",
     )
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
     p.add_argument("--beam-size", type=positive_int, default=4,
                    help="beam width for the beam-search scores; 1 skips them (default 4)")
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
@@ -85,7 +86,7 @@ def add_compare_parser(commands):
     )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
     p.add_argument("--beam-size", type=positive_int, default=4,
                    help="decoding of both runs: 1 for greedy (default beam search of 4)")
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6)")
@@ -119,7 +120,7 @@ def add_predict_parser(commands):
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
                    "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--top-k", type=positive_int, default=3, help="images: classes shown")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_predict)
 
