@@ -269,3 +269,34 @@ def test_a_resumed_time_limited_run_continues_its_corrected_schedule(tmp_path):
     assert run_callbacks.in_order()[0] is pace.callback
     assert pace.callback.predictor.budget_seconds == 600.0
     assert run_callbacks.stop_time.elapsed() == pytest.approx(240.5)
+
+
+def test_options_that_need_a_budget_are_refused_before_any_work(tmp_path):
+    for options, match in [(dict(schedule="budget-linear"), "needs a budget"),
+                           (dict(average_checkpoints=3, epochs=1), "needs a budgeted schedule"),
+                           (dict(average_checkpoints=3, max_steps=4, schedule="paper"),
+                            "needs a budgeted schedule")]:
+        with pytest.raises(ValueError, match=match):
+            runs.train("transformer-tiny", "numbers", tmp_path / "run", **options)
+        assert not (tmp_path / "run").exists()
+
+
+def test_snapshots_spread_over_the_last_fifth_and_the_end_replaces_a_close_one(tmp_path):
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    callback = averaging.TailSnapshots(tmp_path, lambda: 100, steps=0)
+    callback.set_model(model)
+    callback.on_train_begin()
+    for step in range(97):
+        model.weights[0].assign(np.full((3, 2), step + 1.0, "float32"))  # weights = the step
+        callback.on_train_batch_end(step)
+    callback.on_train_end()
+    steps = [int(p.stem.split("-")[1]) for p in averaging.snapshot_paths(tmp_path / "average")]
+    assert steps == [80, 85, 90, 97]  # 95 was 2 steps from the end: the end took its place
+    average = keras.saving.load_model(tmp_path / "average.keras")
+    np.testing.assert_allclose(average.weights[0].numpy(), np.mean(steps))
+    assert model.weights[0].numpy()[0, 0] == 97.0  # the model keeps its own weights
+    resumed = averaging.TailSnapshots(tmp_path, lambda: 100, steps=88)  # restarted at step 88
+    resumed.set_model(model)
+    resumed.on_train_begin()
+    assert [p.stem for p in averaging.snapshot_paths(tmp_path / "average")] == \
+        ["step-80", "step-85"]

@@ -88,7 +88,8 @@ class TailSnapshots(keras.callbacks.Callback):
 
     A snapshot is taken once the step passes `(1 - window) · total` and at least
     `window · total / (count - 1)` steps after the previous one, and at the end of
-    training; `total()` is read at every step (a time limit's corrected prediction).
+    training (replacing one less than half that spacing before it); `total()` is read
+    at every step (a time limit's corrected prediction).
 
     Args:
         directory: the run's `checkpoints/` folder.
@@ -124,6 +125,10 @@ class TailSnapshots(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         if self.last != self.steps:
+            spacing = self.window * self.total() / max(1, self.count - 1)
+            if self.last is not None and self.steps - self.last < spacing / 2:
+                # A snapshot just before the end: the end's replaces it, keeping the spacing.
+                (self.snapshots / f"step-{self.last}.npz").unlink(missing_ok=True)
             self._take()
         self.used = write_average(self.model, self.snapshots, self.directory / "average.keras",
                                   self.count)

@@ -50,6 +50,15 @@ def choose_schedule(requested, training):
     return requested, "asked for" + (f" ({budget})" if budget else "")
 
 
+def check_options(training):
+    """`(name, reason)` of `choose_schedule`, after refusing options that need a budget."""
+    name, reason = choose_schedule(training.get("schedule"), training)
+    if training.get("average_checkpoints") and name == "paper":
+        raise ZooError("average_checkpoints needs a budgeted schedule: give --time-limit or "
+                       "--max-steps (and no --schedule paper)")
+    return name, reason
+
+
 def _budget_words(training):
     words = []
     if training.get("time_limit"):

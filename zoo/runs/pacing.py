@@ -22,7 +22,6 @@ import math
 import time
 
 from zoo.datasets import preparation
-from zoo.errors import ZooError
 from zoo.runs import averaging, budget, interval
 from zoo.runs.callbacks import backup_metadata
 
@@ -124,10 +123,7 @@ def prepare(model, training, model_config, saved, run_dir, strategy, counts):
 
 def _new_run(model, training, model_config, strategy, counts):
     """`(config entries, lines, seconds spent timing)` of a new run."""
-    name, reason = budget.choose_schedule(training.get("schedule"), training)
-    if training.get("average_checkpoints") and name == "paper":
-        raise ZooError("average_checkpoints needs a budgeted schedule: give --time-limit or "
-                       "--max-steps (and no --schedule paper)")
+    name, reason = budget.check_options(training)
     pass_steps = counts.pass_steps()
     given = training.get("steps_per_epoch")
     long_pass = pass_steps is None or pass_steps > interval.SHORT_PASS_STEPS

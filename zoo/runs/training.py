@@ -37,7 +37,7 @@ from zoo.datasets.preparation import (
 )
 from zoo.errors import ZooError
 from zoo.progress import say
-from zoo.runs import imported, pacing
+from zoo.runs import budget, imported, pacing
 from zoo.runs.callbacks import has_backup
 from zoo.runs.fitting import finish, fit
 from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
@@ -227,6 +227,7 @@ def _check_new_run(name, data, run_dir, strategy, user_overrides, options, folde
             "choose a new or empty folder"
         )
     check_data_fits(name, data)
+    budget.check_options(options.training_section())  # a schedule that needs a budget
     jit_override = {} if options.jit is None else {"jit_compile": bool(options.jit)}
     checked = registry.config(name, weights=folder, **{**user_overrides, **jit_override})
     distribute.check_jit_compile(strategy, getattr(checked, "jit_compile", False))
