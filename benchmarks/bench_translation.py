@@ -15,6 +15,7 @@ row (the `best` checkpoint), as markdown; `--json` writes everything.
 
     python benchmarks/bench_translation.py                      # 15 minutes of training
     python benchmarks/bench_translation.py --budget 30 --model transformer-tiny
+    python benchmarks/bench_translation.py --data gettext-long:es --checkpoint average
     python benchmarks/bench_translation.py --budget 0.2 --model transformer-tiny \\
         --set d_model=16 --train-size 200 --eval-size 20         # a smoke run
 """
@@ -160,7 +161,9 @@ def cpu_model():
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="transformer-small", help="registry name")
-    parser.add_argument("--data", default="gettext:es", help="a gettext:LANG spec")
+    parser.add_argument("--data", default="gettext:es",
+                        help="a gettext:LANG or gettext-long:LANG spec (its messages of 12-60 "
+                        "words)")
     parser.add_argument("--budget", type=float, default=15.0, help="training minutes (15)")
     parser.add_argument("--eval-every", type=float, default=None,
                         help="minutes between snapshots on the curve (default budget / 5)")
@@ -178,6 +181,10 @@ def parse_args(argv):
                         help="serving_default: beam search (4); greedy")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="config override, as zoo train --set")
+    parser.add_argument("--schedule", choices=("auto", "paper", "budget-linear", "budget-cosine"),
+                        help="zoo train --schedule (default auto: budget-linear under the budget)")
+    parser.add_argument("--checkpoint", choices=("best", "last", "average"), default="best",
+                        help="the run's checkpoint scored for the result row (default best)")
     parser.add_argument("--final-only", action="store_true",
                         help="the result row is the final snapshot's (no extra scoring of the "
                              "run's best checkpoint)")
@@ -205,7 +212,7 @@ def main(argv=None):
             args.model, args.data, out=str(run_dir), overrides=parse_overrides(args.set),
             callbacks=[snapshots], time_limit=args.budget, epochs=10_000, seed=args.seed,
             train_size=args.train_size, batch_size=args.train_batch_size,
-            batch_tokens=args.batch_tokens, verbose=0,
+            batch_tokens=args.batch_tokens, schedule=args.schedule, verbose=0,
         )
         pairs = held_out(result.data, args.eval_size or None, args.seed)
         print(f"trained {result.train_seconds / 60:.1f} min ({snapshots.steps} steps, "
@@ -214,12 +221,13 @@ def main(argv=None):
         curve = evaluate_snapshots(run_dir, snapshots.taken, pairs, args, scratch)
         if args.final_only:
             best, checkpoint = curve[-1], "final snapshot (--final-only)"
-        elif (run_dir / "checkpoints" / "best.keras").is_file():
-            best_dir = runs.export_run(run_dir, to=pathlib.Path(scratch) / "best", quiet=True)
-            checkpoint = "best"
+        elif (run_dir / "checkpoints" / f"{args.checkpoint}.keras").is_file():
+            best_dir = runs.export_run(run_dir, to=pathlib.Path(scratch) / "best", quiet=True,
+                                       checkpoint=args.checkpoint)
+            checkpoint = args.checkpoint
         else:  # no epoch ended within the budget: the final snapshot
             best_dir = pathlib.Path(scratch) / "snapshots" / snapshots.taken[-1][2].stem / "1"
-            checkpoint = "final snapshot (no epoch ended, so no best checkpoint)"
+            checkpoint = f"final snapshot (no {args.checkpoint} checkpoint)"
         if not args.final_only:
             best = score(best_dir, args.signature, pairs, args.batch_size)
     row = dict(

@@ -37,12 +37,13 @@ from keras_attention.ops import (
     scaled_dot_product_attention,
     sinusoidal_encoding,
 )
-from keras_attention.schedules import TransformerSchedule
+from keras_attention.schedules import BudgetSchedule, TransformerSchedule
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BahdanauAttention",
+    "BudgetSchedule",
     "CausalConv1D",
     "ClassToken",
     "DilatedResidualBlock",

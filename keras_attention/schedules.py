@@ -1,4 +1,7 @@
-"""Learning-rate schedules (docs/math.md#the-inverse-square-root-schedule)."""
+"""Learning-rate schedules (docs/math.md#the-inverse-square-root-schedule,
+docs/math.md#the-budgeted-schedule)."""
+
+import math
 
 import keras
 from keras import ops
@@ -38,3 +41,82 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+    @property
+    def peak(self):
+        """The highest rate, reached at step `warmup_steps`: `scale · (d_model · warmup_steps)^-0.5`."""
+        return self.scale * (self.d_model * self.warmup_steps) ** -0.5
+
+
+SHAPES = ("linear", "cosine")
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to `peak`, then decay to zero at step `total_steps` (a fixed budget).
+
+    With `i` the optimizer's iteration (0 for the first update), `W` the
+    warm-up and `T` the total:
+
+        i < W:       peak · (i + 1) / W
+        W <= i:      peak · max(0, (T - i) / (T - W))                 (linear)
+                     peak · (1 + cos(π · min(1, (i - W) / (T - W)))) / 2   (cosine)
+
+    so the last update of the budget (`i = T - 1`) uses `peak / (T - W)` and
+    any later one a zero rate. Li, Yumer & Ramanan 2020 ("Budgeted Training")
+    found linear decay to zero the best schedule under a fixed budget
+    (docs/math.md#the-budgeted-schedule).
+
+    `total_steps` and `warmup_steps` are non-trainable variables: a training
+    loop that predicts its budget as it goes (a time limit) corrects them with
+    `set_budget` while the optimizer keeps using the same schedule.
+
+    Args:
+        peak: the highest rate.
+        warmup_steps: W >= 1.
+        total_steps: T > W.
+        shape: `"linear"` or `"cosine"`.
+    """
+
+    def __init__(self, peak, warmup_steps, total_steps, shape="linear"):
+        if not peak > 0:
+            raise ValueError(f"`peak` must be positive; received peak={peak!r}.")
+        if shape not in SHAPES:
+            raise ValueError(f"`shape` must be one of {SHAPES}; received shape={shape!r}.")
+        _check_budget(warmup_steps, total_steps)
+        self.peak = float(peak)
+        self.shape = shape
+        self.warmup_steps = keras.Variable(float(warmup_steps), dtype="float32",
+                                           trainable=False, name="budget_warmup_steps")
+        self.total_steps = keras.Variable(float(total_steps), dtype="float32",
+                                          trainable=False, name="budget_total_steps")
+
+    def set_budget(self, warmup_steps, total_steps):
+        """Assign a corrected warm-up and total (ints, `1 <= warmup_steps < total_steps`)."""
+        _check_budget(warmup_steps, total_steps)
+        self.warmup_steps.assign(float(warmup_steps))
+        self.total_steps.assign(float(total_steps))
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warmup = ops.convert_to_tensor(self.warmup_steps)
+        total = ops.convert_to_tensor(self.total_steps)
+        rising = (step + 1.0) / warmup
+        progress = ops.clip((step - warmup) / ops.maximum(total - warmup, 1.0), 0.0, 1.0)
+        if self.shape == "linear":
+            falling = 1.0 - progress
+        else:
+            falling = 0.5 * (1.0 + ops.cos(math.pi * progress))
+        return self.peak * ops.where(step < warmup, rising, falling)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": int(ops.convert_to_numpy(self.warmup_steps)),
+                "total_steps": int(ops.convert_to_numpy(self.total_steps)), "shape": self.shape}
+
+
+def _check_budget(warmup_steps, total_steps):
+    check_positive_int("warmup_steps", warmup_steps)
+    check_positive_int("total_steps", total_steps)
+    if total_steps <= warmup_steps:
+        raise ValueError(f"`total_steps` must exceed `warmup_steps`; received "
+                         f"warmup_steps={warmup_steps}, total_steps={total_steps}.")

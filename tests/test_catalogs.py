@@ -129,3 +129,32 @@ def test_the_machines_spanish_catalogs_give_thousands_of_pairs():
     train, test, meta = catalogs.gettext_pairs("es")
     assert len(train) > 5000 and len(test) > 100
     assert not set(meta["test_catalogs"]) & set(meta["train_catalogs"])
+
+
+def test_the_long_sentence_set_keeps_messages_of_12_to_60_words_and_joins_paragraphs(tmp_path):
+    root = locale(tmp_path)
+    long = "Remove the selected files from the list without deleting them from the disk, please"
+    write_mo(root / "es/LC_MESSAGES/help.mo", {
+        long: "Quitar de la lista los archivos elegidos sin borrarlos del disco, por favor",
+        "Print the resolved name of each FILE, following every symbolic link\nin every "
+        "component of the name, recursively.": "Mostrar el nombre resuelto de cada ARCHIVO,\n"
+        "siguiendo cada enlace simbólico de cada componente del nombre, recursivamente.",
+        "  -a, --all      do not ignore entries that start with a dot, and list them\n"
+        "  -A, --almost-all   do not list the implied . and .. entries\n":
+        "  -a, --all      no ignorar las entradas que empiezan con punto, y listarlas\n"
+        "  -A, --almost-all   no listar las entradas implícitas . y ..\n",
+    })
+    train, test, meta = catalogs.gettext_pairs("es", root, test_ratio=0.0, **catalogs.LONG)
+    pairs = dict(train + test)
+    assert pairs[long].startswith("Quitar de la lista")
+    joined = ("Print the resolved name of each FILE, following every symbolic link in every "
+              "component of the name, recursively.")
+    assert pairs[joined] == ("Mostrar el nombre resuelto de cada ARCHIVO, siguiendo cada enlace "
+                             "simbólico de cada componente del nombre, recursivamente.")
+    assert ("Long " + "word " * 50).strip() in pairs  # 51 words
+    assert len(pairs) == 3  # not the option tables, no short message
+    assert meta["dropped"]["too_long"] == 0 and meta["dropped"]["multiline"] == 2
+    assert meta["dropped"]["too_short"] == 11 and meta["min_words"] == 12
+    data = datasets.load("gettext-long:es", data_dir=root, test_ratio=0.0)
+    assert data.name == "gettext-long-es" and sorted(data.train_pairs) == sorted(pairs.items())
+    assert datasets.dataset_kind("gettext-long:fr") == "translation"

@@ -359,14 +359,17 @@ def test_vit_on_fashion_mnist_train_evaluate_predict(fashion_run, tmp_path):
 
 
 def test_resume_after_sigkill_mid_epoch(tmp_path):
+    # Epochs of 10 steps (two passes of 19 steps are 4 epochs) and a budget of 40 steps: a
+    # kill loses at most the steps since the last epoch's backup, and the resumed run
+    # continues the budget's schedule and writes its average.
     out = tmp_path / "run"
     args = [
         sys.executable, "-m", "zoo", "train", "transformer-tiny", "--data", "numbers",
-        "--train-size", 300, "--test-size", 4, "--epochs", 4, "--batch-size", 16,
-        "--out", out, *TINY_TRANSFORMER,
+        "--train-size", 300, "--test-size", 4, "--epochs", 2, "--batch-size", 16,
+        "--steps-per-epoch", 10, "--max-steps", 40, "--out", out, *TINY_TRANSFORMER,
     ]
     args = [str(a) for a in args]
-    process = subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     metadata = out / "backup/training_metadata.json"
     deadline = time.monotonic() + 240
     try:
@@ -378,13 +381,20 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
         assert process.poll() is None, "training ended before it could be killed"
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
+        first_lines = process.stdout.read().decode()
     finally:
         if process.poll() is None:
             process.kill()
+        process.stdout.close()
         process.stderr.close()
     assert process.returncode == -signal.SIGKILL
-    backup_epoch = json.loads(metadata.read_text())["epoch"]
+    assert "Epochs: 10 steps (--steps-per-epoch 10)" in first_lines  # said before training
+    assert "Schedule: budget-linear, warm-up 2 of 40 steps (max_steps)" in first_lines
+    backup = json.loads(metadata.read_text())
+    backup_epoch = backup["epoch"]
     assert 1 <= backup_epoch < 4
+    assert backup["steps"] == 10 * backup_epoch  # what a kill keeps: every finished epoch
+    assert backup["schedule_total_steps"] == 40 and backup["schedule_warmup_steps"] == 2
     rows_before = (out / "history.csv").read_text().splitlines()
     assert not (out / "summary.json").exists()
 
@@ -398,11 +408,12 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
     assert lines[: backup_epoch + 1] == rows_before[: backup_epoch + 1]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["epochs"] == 4 and summary["resumed_from_epoch"] == backup_epoch
+    assert summary["steps"] == 40 and summary["budget"]["predicted_steps_final"] == 40
     assert not (out / "backup").exists()
-    # Both checkpoints load and translate.
+    # Every checkpoint loads and translates.
     from zoo import runs
 
-    for checkpoint in ("best", "last"):
+    for checkpoint in ("best", "last", "average"):
         run = runs.load_run(out, checkpoint)
         assert isinstance(runs.translate(run, ["elf"])[0], str)
 

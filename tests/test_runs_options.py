@@ -20,6 +20,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
         "--mixed-precision", "--jit", "--separate-vocabularies", "--data-dir", "d",
         "--train-size", "10", "--test-size", "4", "--test-ratio", "0.3", "--test-file", "t.tsv",
         "--weights", "w.npz", "--tokenizer", "wordpiece", "--batch-tokens", "512",
+        "--schedule", "budget-cosine", "--steps-per-epoch", "40", "--average-checkpoints", "3",
     ])
     given = {name: getattr(args, name) for name in TrainingOptions.names()}
     assert None not in given.values(), given
@@ -29,6 +30,9 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
     assert options.training_section()["tokenizer"] == "wordpiece"
     assert options.training_section()["weights"] == "w.npz"
     assert options.training_section()["batch_tokens"] == 512
+    assert options.training_section()["schedule"] == "budget-cosine"
+    assert options.training_section()["steps_per_epoch"] == 40
+    assert options.training_section()["average_checkpoints"] == 3
 
 
 def test_sections_are_the_config_json_ones_with_defaults_filled_in():

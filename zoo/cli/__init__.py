@@ -6,7 +6,7 @@
                                    --mixed-precision [P] --jit --out RUN_DIR --config FILE
                                    --weights PATH --tokenizer sentencepiece|wordpiece
                                    --set key=value ...]
-    zoo evaluate RUN_DIR [--checkpoint best|last --beam-size K --limit N --confidence [N]]
+    zoo evaluate RUN_DIR [--checkpoint best|last|average --beam-size K --limit N --confidence [N]]
     zoo compare RUN_A RUN_B [--beam-size K --limit N --samples N]
     zoo export RUN_DIR [--to saved_models/NAME --version N]
     zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K]

@@ -15,7 +15,8 @@ EXIT_INTERRUPTED = 130
 
 DATASETS_HELP = (
     "numbers, dates, tsv:PATH (source<TAB>target lines), gettext:LANG (English->LANG from the "
-    "installed .mo catalogs), digits, fashion-mnist, "
+    "installed .mo catalogs), gettext-long:LANG (their messages of 12-60 words), digits, "
+    "fashion-mnist, "
     "images:DIR (one sub-folder per class)"
 )
 

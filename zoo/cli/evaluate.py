@@ -8,6 +8,7 @@ import sys
 from zoo import runs
 from zoo.cli.arguments import EXIT_FAILED, UserError, positive_int
 from zoo.decode.sampling import Sampling
+from zoo.runs.rundir import CHECKPOINTS
 
 IMAGE_CLASSES = 3  # zoo predict: classes shown per image
 
@@ -77,7 +78,7 @@ def add_evaluate_parser(commands):
         epilog="Example: zoo evaluate runs/numbers --beam-size 4",
     )
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
     p.add_argument("--beam-size", type=positive_int, default=4,
                    help="beam width for the beam-search scores; 1 skips them (default 4)")
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
@@ -103,7 +104,7 @@ def add_compare_parser(commands):
     )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
     p.add_argument("--beam-size", type=positive_int, default=4,
                    help="decoding of both runs: 1 for greedy (default beam search of 4)")
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6)")
@@ -147,7 +148,7 @@ def add_predict_parser(commands):
     group.add_argument("--top-p", type=float, help="sample within the nucleus of mass P, in (0, 1]")
     group.add_argument("--seed", type=int, help="the same seed gives the same output (default: "
                        "a random one, printed)")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_predict)
 

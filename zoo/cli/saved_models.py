@@ -2,6 +2,7 @@
 
 from zoo import runs
 from zoo.cli.arguments import positive_int
+from zoo.runs.rundir import CHECKPOINTS
 from zoo.transformer import marian
 
 
@@ -33,7 +34,7 @@ def add_export_parser(commands):
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--to", metavar="DIR", help="export root (default saved_models/MODEL_NAME)")
     p.add_argument("--version", type=positive_int, help="version number (default: the next one)")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
     p.add_argument("--beam-size", type=positive_int, default=4)
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
                    "Face's, for a model fine-tuned from a Marian folder)")

@@ -10,6 +10,7 @@ from zoo.cli.arguments import (
     parse_overrides,
     positive_int,
 )
+from zoo.runs.budget import SCHEDULES
 from zoo.runs.options import TrainingOptions
 from zoo.text import tokenizers
 
@@ -59,7 +60,20 @@ def add_train_parser(commands):
                    help="translation: batches of at most N tokens per replica, by length, "
                         "instead of --batch-size sentences (fairseq's --max-tokens)")
     p.add_argument("--time-limit", type=float, metavar="MINUTES",
-                   help="stop training after this many minutes")
+                   help="stop training after this many minutes of training in total (a resumed "
+                   "run trains what is left)")
+    p.add_argument("--schedule", choices=SCHEDULES,
+                   help="learning-rate schedule: auto (the default: with --time-limit or "
+                   "--max-steps, a 5%% warm-up and a linear decay to zero when the budget ends; "
+                   "else the family's own), paper (the family's own), budget-linear, "
+                   "budget-cosine")
+    p.add_argument("--steps-per-epoch", type=positive_int, metavar="N",
+                   help="an epoch (validation, history row, checkpoint, backup) of N steps over "
+                   "the repeated data (default: one pass, or ~5 minutes of steps when a pass "
+                   "takes longer)")
+    p.add_argument("--average-checkpoints", type=int, metavar="K",
+                   help="with a budget: average K snapshots of the weights over its last 20%% "
+                   "into checkpoints/average.keras (default 5; 0 for none)")
     p.add_argument("--tpu", help="TPU name or grpc:// address for --strategy tpu")
     p.add_argument("--mixed-precision", nargs="?", const="auto", metavar="POLICY",
                    choices=("auto", "float16", "bfloat16", "float32"),

@@ -18,6 +18,12 @@ with Python's `gettext` module and cleans them into sentence pairs:
 * a pair whose translation equals its source (untranslated), or whose sides
   are longer than `max_words` words, is dropped; pairs are de-duplicated.
 
+The long-sentence set (`--data gettext-long:LANG`, `gettext_pairs(...,
+**LONG)`) keeps only messages whose English has 12 to 60 words: help texts,
+descriptions, error explanations. A message wrapped over several lines of
+prose (no line indented or starting with "-", no tab: not an option table)
+is kept there too, its lines joined by spaces on both sides.
+
 The split is by catalog: whole `.mo` files are held out for the test set
 (drawn with `seed` until they hold `test_ratio` of the pairs), so that the
 near-duplicate strings of one program never sit on both sides; a training
@@ -38,7 +44,10 @@ LOCALE_DIR = pathlib.Path("/usr/share/locale")
 # A GTK or Qt mnemonic: one "_" or "&" right before a letter, at a word start.
 _ACCELERATOR = re.compile(r"(?:(?<=^)|(?<=[\s(\[\"'«¿¡/]))[_&](?=\w)")
 _TRAILING_ACCELERATOR = re.compile(r"\s*\([_&]\w\)")  # "Datei(_F)" in CJK translations
-_DROP_REASONS = ("multiline", "untranslated", "too_long", "empty", "duplicate", "in_test")
+_DROP_REASONS = ("multiline", "untranslated", "too_long", "too_short", "empty", "duplicate",
+                 "in_test")
+# `gettext_pairs` options of the long-sentence set (`gettext-long:LANG`).
+LONG = {"min_words": 12, "max_words": 60, "paragraphs": True}
 
 
 def languages(locale_dir=LOCALE_DIR):
@@ -96,11 +105,17 @@ def read_catalog(path):
     return messages
 
 
-def clean_pair(source, target, max_words):
-    """`(source, target)` cleaned, or the reason it is dropped (a str from _DROP_REASONS)."""
+def clean_pair(source, target, max_words, min_words=0, paragraphs=False):
+    """`(source, target)` cleaned, or the reason it is dropped (a str from _DROP_REASONS).
+
+    `min_words`: fewer English words is "too_short"; `paragraphs`: lines of wrapped
+    prose are joined by spaces instead of dropped as "multiline".
+    """
     source, target = source.strip(), target.strip()
     if not source or not target:
         return "empty"
+    if paragraphs and _is_paragraph(source) and _is_paragraph(target):
+        source, target = " ".join(source.split()), " ".join(target.split())
     if any(c in text for text in (source, target) for c in "\n\t"):
         return "multiline"
     source, target = strip_accelerator(source), strip_accelerator(target)
@@ -108,7 +123,16 @@ def clean_pair(source, target, max_words):
         return "untranslated"
     if max(len(source.split()), len(target.split())) > max_words:
         return "too_long"
+    if len(source.split()) < min_words:
+        return "too_short"
     return source, target
+
+
+def _is_paragraph(text):
+    """Lines of wrapped prose: no tab, no empty line, none indented or starting with "-"."""
+    lines = text.split("\n")
+    return "\t" not in text and all(line and not line[0].isspace() and not line.startswith("-")
+                                    for line in lines)
 
 
 def _split_catalogs(sizes, test_ratio, seed):
@@ -124,8 +148,12 @@ def _split_catalogs(sizes, test_ratio, seed):
     return test
 
 
-def gettext_pairs(language, locale_dir=LOCALE_DIR, test_ratio=0.05, seed=0, max_words=40):
+def gettext_pairs(language, locale_dir=LOCALE_DIR, test_ratio=0.05, seed=0, max_words=40,
+                  min_words=0, paragraphs=False):
     """English -> `language` pairs from the installed catalogs, split by catalog.
+
+    `min_words`, `paragraphs` (and `max_words`): see `clean_pair`; `**LONG` gives the
+    long-sentence set.
 
     Returns:
         `(train_pairs, test_pairs, metadata)`: lists of `(source, target)`
@@ -149,7 +177,7 @@ def gettext_pairs(language, locale_dir=LOCALE_DIR, test_ratio=0.05, seed=0, max_
         pairs = []
         for source, target in raw:
             messages += 1
-            cleaned = clean_pair(source, target, max_words)
+            cleaned = clean_pair(source, target, max_words, min_words, paragraphs)
             if isinstance(cleaned, str):
                 dropped[cleaned] += 1
             elif cleaned in seen:
@@ -176,7 +204,8 @@ def gettext_pairs(language, locale_dir=LOCALE_DIR, test_ratio=0.05, seed=0, max_
         "kept": len(train) + len(test), "dropped": dict(dropped),
         "unreadable_catalogs": unreadable,
         "train_catalogs": sorted(set(by_catalog) - test_names),
-        "test_catalogs": sorted(test_names), "max_words": max_words,
+        "test_catalogs": sorted(test_names), "max_words": max_words, "min_words": min_words,
+        "paragraphs": paragraphs,
         "test_ratio": test_ratio, "seed": seed,
     }
     return train, test, metadata

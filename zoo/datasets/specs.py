@@ -9,7 +9,7 @@ from zoo.datasets.image_data import digits, images
 from zoo.datasets.translation_files import gettext, tsv
 from zoo.errors import ZooError
 
-TRANSLATION_DATASETS = ("numbers", "dates", "tsv:PATH", "gettext:LANG")
+TRANSLATION_DATASETS = ("numbers", "dates", "tsv:PATH", "gettext:LANG", "gettext-long:LANG")
 IMAGE_DATASETS = ("digits", "fashion-mnist", "images:DIR")
 DATASETS = TRANSLATION_DATASETS + IMAGE_DATASETS
 # `load`'s (train_size, test_size) defaults of the generated datasets.
@@ -17,7 +17,8 @@ _GENERATED_SIZES = {"numbers": (20_000, 1_000), "dates": (10_000, 1_000)}
 
 
 def get_translation_dataset(spec, **kwargs):
-    """Build a translation dataset from its name: "numbers", "dates", "tsv:PATH", "gettext:LANG".
+    """Build a translation dataset from its name: "numbers", "dates", "tsv:PATH", "gettext:LANG",
+    "gettext-long:LANG".
 
     `kwargs` go to `numbers`, `dates`, `tsv` or `gettext`.
     """
@@ -34,6 +35,8 @@ def get_translation_dataset(spec, **kwargs):
         return tsv(path, **kwargs)
     if spec.startswith("gettext:"):
         return gettext(spec[len("gettext:"):], **kwargs)
+    if spec.startswith("gettext-long:"):
+        return gettext(spec[len("gettext-long:"):], long=True, **kwargs)
     raise ZooError(
         f"unknown translation dataset {spec!r}; available: {', '.join(TRANSLATION_DATASETS)}"
     )
@@ -47,7 +50,7 @@ def dataset_kind(spec):
     """
     if not isinstance(spec, str):
         raise ZooError(f"spec must be a str; received {spec!r}")
-    if spec in ("numbers", "dates") or spec.startswith(("tsv:", "gettext:")):
+    if spec in ("numbers", "dates") or spec.startswith(("tsv:", "gettext:", "gettext-long:")):
         return "translation"
     if spec in ("digits", "fashion-mnist", "fashion_mnist") or spec.startswith("images:"):
         return "image"
@@ -79,7 +82,7 @@ def _load_translation(spec, data_dir, train_size, test_size, test_ratio, test_pa
             seed=seed,
             progress=progress,
         )
-    if spec.startswith("gettext:"):
+    if spec.startswith(("gettext:", "gettext-long:")):
         options = {"locale_dir": data_dir}
     else:
         options = {"test_path": test_path, "progress": progress}
@@ -131,19 +134,19 @@ def load(
 ):
     """Any dataset from its spec, as `zoo train --data SPEC` names it.
 
-    Specs: `numbers`, `dates`, `tsv:PATH`, `gettext:LANG`, `digits`,
+    Specs: `numbers`, `dates`, `tsv:PATH`, `gettext:LANG`, `gettext-long:LANG`, `digits`,
     `fashion-mnist`, `images:DIR`. Options that a dataset does not use are ignored.
 
     Args:
         spec: the dataset spec.
         data_dir: `fashion-mnist`: the folder with the IDX files (default
-            `/usr/share/datasets/fashion-mnist` when present); `gettext:`: the
-            locale folder (default `/usr/share/locale`).
+            `/usr/share/datasets/fashion-mnist` when present); `gettext:`,
+            `gettext-long:`: the locale folder (default `/usr/share/locale`).
         train_size, test_size: `numbers`/`dates`: how many pairs to generate
             (defaults 20,000/1,000 and 10,000/1,000); any other dataset: keep
             a random subset of that many (fixed by `seed`), None for all.
-        test_ratio: the held-out share for `tsv:` without `test_path` and
-            `gettext:` (default 0.05), `digits` and `images:` (default 0.2).
+        test_ratio: the held-out share for `tsv:` without `test_path`,
+            `gettext:` and `gettext-long:` (default 0.05), `digits` and `images:` (default 0.2).
         test_path: `tsv:` only: a second file holding the test pairs.
         image_size: `images:` only: `(height, width)` or an int; required.
         color_mode: `images:` only: "rgb", "grayscale" or "rgba".

@@ -174,23 +174,25 @@ def tsv(
     )
 
 
-def gettext(language, locale_dir=None, test_ratio=0.05, seed=0, progress=False):
+def gettext(language, locale_dir=None, test_ratio=0.05, seed=0, progress=False, long=False):
     """English -> `language` user-interface strings from the installed gettext catalogs.
 
     Real translations by people, about 40,000 pairs for `es`, `de` or `fr` on
     a Debian machine; cleaned and split by catalog as `zoo.datasets.catalogs` says.
+    `long=True`: only the messages of 12 to 60 English words (`catalogs.LONG`;
+    about 3,000 pairs for `es`, `de` or `fr`), the set of `gettext-long:LANG`.
     `locale_dir` defaults to `/usr/share/locale`. `progress` is accepted for
     symmetry and unused (reading takes about a second).
     """
     del progress
     train_pairs, test_pairs, metadata = catalogs.gettext_pairs(
         language, catalogs.LOCALE_DIR if locale_dir is None else locale_dir,
-        test_ratio=test_ratio, seed=seed,
+        test_ratio=test_ratio, seed=seed, **(catalogs.LONG if long else {}),
     )
-    logger.info("gettext:%s: %d pairs kept of %d messages", language, metadata["kept"],
-                metadata["messages"])
+    name = f"gettext{'-long' if long else ''}-{language}"
+    logger.info("%s: %d pairs kept of %d messages", name, metadata["kept"], metadata["messages"])
     return TranslationData(
-        name=f"gettext-{language}", train_pairs=train_pairs, test_pairs=test_pairs,
+        name=name, train_pairs=train_pairs, test_pairs=test_pairs,
         source_language="en", target_language=language, metadata=metadata,
     )
 

@@ -115,11 +115,14 @@ class Backup(keras.callbacks.BackupAndRestore):
         read_dir: where to restore from (default `backup_dir`).
         delete_checkpoint: remove the backup when `fit` ends (`train` removes
             it itself, only once `summary.json` is written).
+        extra: functions returning more fields for `training_metadata.json` (the
+            training time, a budget's corrected schedule), called at each backup.
     """
 
-    def __init__(self, backup_dir, read_dir=None, delete_checkpoint=True):
+    def __init__(self, backup_dir, read_dir=None, delete_checkpoint=True, extra=()):
         super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=delete_checkpoint)
         self.read_dir = pathlib.Path(read_dir or backup_dir)
+        self.extra = list(extra)
         self.restored_epoch = 0
         self.steps = 0  # training steps taken in total, restored with the backup
 
@@ -158,10 +161,10 @@ class Backup(keras.callbacks.BackupAndRestore):
         name = f"epoch-{self._current_epoch}.weights.h5"
         files.replace(directory / name,
                       lambda temporary: self.model.save_weights(temporary, overwrite=True))
-        files.write_json(
-            directory / "training_metadata.json",
-            {"epoch": self._current_epoch, "batch": 0, "steps": self.steps, "weights": name},
-        )
+        metadata = {"epoch": self._current_epoch, "batch": 0, "steps": self.steps, "weights": name}
+        for fields in self.extra:
+            metadata.update(fields())
+        files.write_json(directory / "training_metadata.json", metadata)
         for old in directory.glob("epoch-*.weights.h5"):
             if old.name != name:
                 old.unlink(missing_ok=True)
@@ -170,6 +173,13 @@ class Backup(keras.callbacks.BackupAndRestore):
 def has_backup(run_dir):
     """Whether `run_dir` holds a backup to restore: an epoch of the run has ended."""
     return (pathlib.Path(run_dir) / "backup" / "training_metadata.json").is_file()
+
+
+def backup_metadata(run_dir):
+    """The backup's `training_metadata.json` (epoch, steps, training time, ...), or {}."""
+    if not has_backup(run_dir):
+        return {}
+    return files.read_json(pathlib.Path(run_dir) / "backup" / "training_metadata.json", dict)
 
 
 class StopAfterSteps(keras.callbacks.Callback):
@@ -189,21 +199,32 @@ class StopAfterSteps(keras.callbacks.Callback):
 
 
 class TimeLimit(keras.callbacks.Callback):
-    """Stops training once `seconds` have passed in this `fit` (checked after every batch)."""
+    """Stops training once `seconds` of training have passed: `spent` before this `fit`
+    (earlier calls of a resumed run, timing before `fit`) and the time in it (checked
+    after every batch)."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds, spent=0.0):
         super().__init__()
         self.seconds = seconds
+        self.spent = spent
         self.start = None
         self.stopped = False
+
+    def elapsed(self):
+        """The seconds of the limit used so far."""
+        return self.spent + (time.monotonic() - self.start if self.start is not None else 0.0)
 
     def on_train_begin(self, logs=None):
         self.start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
-        if time.monotonic() - self.start > self.seconds:
+        if self.elapsed() > self.seconds:
             self.model.stop_training = True
             self.stopped = True
+
+    def state(self):
+        """What the backup keeps: the training time so far."""
+        return {"train_seconds": round(self.elapsed(), 3)}
 
 
 class RunCallbacks:
@@ -215,20 +236,32 @@ class RunCallbacks:
     between then resumes at the last epoch (nothing to train) instead of starting over.
     """
 
-    def __init__(self, training, run_dir, write_dir, history_path, has_validation):
+    def __init__(self, training, run_dir, write_dir, history_path, has_validation,
+                 spent_seconds=0.0):
         self.history = HistoryCSV(history_path)
         self.checkpoints = Checkpoints(write_dir / "checkpoints",
                                        MONITOR if has_validation else "loss", history_path)
         self.tensorboard = keras.callbacks.TensorBoard(str(write_dir / "logs"), write_graph=False)
+        self.stop_time = (TimeLimit(60.0 * training["time_limit"], spent_seconds)
+                          if training["time_limit"] else None)
         self.backup = Backup(write_dir / "backup", read_dir=run_dir / "backup",
-                             delete_checkpoint=False)
+                             delete_checkpoint=False,
+                             extra=[self.stop_time.state] if self.stop_time else [])
         self.stop_steps = (StopAfterSteps(training["max_steps"], self.backup)
                            if training["max_steps"] else None)
-        self.stop_time = TimeLimit(60.0 * training["time_limit"]) if training["time_limit"] else None
+        self.first, self.last = [], []  # a budget's schedule first, its snapshots last
+
+    def add(self, callback, first=False):
+        """Another callback of the run: `first` (before the history: its epoch-end logs are
+        written), else after the others; its `state()`, if any, goes into the backup."""
+        (self.first if first else self.last).append(callback)
+        if hasattr(callback, "state"):
+            self.backup.extra.append(callback.state)
 
     def in_order(self):
-        callbacks = [self.history, self.checkpoints, self.tensorboard, self.backup]
-        return callbacks + [c for c in (self.stop_steps, self.stop_time) if c is not None]
+        callbacks = [*self.first, self.history, self.checkpoints, self.tensorboard, self.backup]
+        return callbacks + [c for c in (self.stop_steps, self.stop_time) if c is not None] \
+            + self.last
 
     def stopped_by(self):
         """None, or the rule that ended training: `"max_steps"` or `"time_limit"`."""

@@ -59,12 +59,19 @@ class Fitted:
     backup: Backup
     stopped_by: str | None
     train_seconds: float
+    budget: dict | None = None
 
 
-def fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, verbose, quiet):
+def fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, verbose, quiet,
+        pace=None):
+    """`model.fit` with the run's callbacks; `pace` (`zoo.runs.pacing.Pace`): the epochs, their
+    steps, the training time so far and a budget's callbacks."""
     history_path = write_dir / "history.csv"
     run_callbacks = RunCallbacks(training, run_dir, write_dir, history_path,
-                                 has_validation=val_data is not None)
+                                 has_validation=val_data is not None,
+                                 spent_seconds=pace.spent_seconds if pace else 0.0)
+    if pace is not None:
+        pace.attach(run_callbacks, write_dir / "checkpoints")
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
     if quiet and verbose == 2:
@@ -74,15 +81,16 @@ def fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, ve
         # Bucketed datasets have no known length, so Keras warns at each first epoch end.
         warnings.filterwarnings("ignore", message="Your input ran out of data")
         model.fit(
-            train_data,
+            pace.train_data(train_data) if pace else train_data,
             validation_data=val_data,
-            epochs=training["epochs"],
+            epochs=pace.epochs if pace else training["epochs"],
+            steps_per_epoch=pace.steps_per_epoch if pace else None,
             callbacks=run_callbacks.in_order() + list(callbacks or []),
             verbose=verbose,
             shuffle=False,  # the datasets shuffle themselves, seeded
         )
     return Fitted(history_path, run_callbacks.backup, run_callbacks.stopped_by(),
-                   time.monotonic() - started)
+                  time.monotonic() - started, pace.summary() if pace else None)
 
 
 def finish(name, run_dir, write_dir, model, data, fitted, quiet):
@@ -100,6 +108,8 @@ def finish(name, run_dir, write_dir, model, data, fitted, quiet):
         "final": {key: float(value) for key, value in final.items()},
         "finished": datetime.datetime.now().isoformat(timespec="seconds"),
     }
+    if fitted.budget is not None:
+        summary["budget"] = fitted.budget
     best = [row.get(MONITOR, row.get("loss")) for row in rows]
     if best:
         summary["best_epoch"] = int(rows[int(np.nanargmin(best))]["epoch"])
@@ -125,7 +135,8 @@ def finish(name, run_dir, write_dir, model, data, fitted, quiet):
 def _print_training_summary(name, run_dir, summary, rows):
     final = summary["final"]
     final_metrics = ", ".join(
-        f"{key} {value:.4g}" for key, value in final.items() if key != "learning_rate"
+        f"{key} {value:.4g}" for key, value in final.items()
+        if key not in ("learning_rate", "predicted_steps")
     )
     how = f" (stopped by {summary['stopped_by']})" if summary["stopped_by"] else ""
     resumed = (f", resumed from epoch {summary['resumed_from_epoch']}"

@@ -16,9 +16,10 @@ import pathlib
 
 import tensorflow as tf
 
-from keras_attention.checks import check_positive_int
+from keras_attention.checks import check_int, check_positive_int
 from zoo import distribute, files
 from zoo.errors import ZooError
+from zoo.runs.budget import SCHEDULES
 from zoo.text import tokenizers
 
 
@@ -39,7 +40,19 @@ class TrainingOptions:
         "training", "translation: batches of at most this many tokens per replica (padded "
         "source or target positions), by length bucket, instead of batch_size examples")
     max_steps: int | None = _option("training", "stop after this many steps in total")
-    time_limit: float | None = _option("training", "stop training after this many minutes")
+    time_limit: float | None = _option(
+        "training", "stop training after this many minutes of training in total (a resumed "
+        "run trains what is left)")
+    schedule: str | None = _option(
+        "training", "learning-rate schedule: auto (budget-linear with a time limit or max_steps, "
+        "else the family's own), paper (the family's own), budget-linear, budget-cosine",
+        default="auto")
+    steps_per_epoch: int | None = _option(
+        "training", "an epoch (validation, history row, checkpoint, backup) of N steps over "
+        "the repeated data (default: one pass, or ~5 minutes of steps when a pass is longer)")
+    average_checkpoints: int | None = _option(
+        "training", "with a budget: average this many snapshots of the weights, over the last "
+        "20% of its steps, into checkpoints/average.keras (default 5; 0 for none)")
     seed: int | None = _option("training", "random seed", default=0)
     val_ratio: float | None = _option(
         "training", "share of the training split used for validation", default=0.05)
@@ -69,8 +82,13 @@ class TrainingOptions:
     test_path: str | None = _option("data", "tsv:: a second file of test pairs")
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "batch_tokens", "max_steps"):
+        for name in ("epochs", "batch_size", "batch_tokens", "max_steps", "steps_per_epoch"):
             check_positive_int(name, getattr(self, name), allow_none=True)
+        if self.average_checkpoints is not None:
+            check_int("average_checkpoints", self.average_checkpoints, 0)
+        if self.schedule is not None and self.schedule not in SCHEDULES:
+            raise ZooError(f"schedule must be one of {', '.join(SCHEDULES)}; "
+                           f"received {self.schedule!r}")
         limit = self.time_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
                                   or limit <= 0):

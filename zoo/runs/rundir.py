@@ -8,6 +8,8 @@
                            model imported from a Marian folder: its two tokenizers)
     checkpoints/last.keras the model after the last completed epoch
     checkpoints/best.keras the model of the epoch with the lowest `val_loss`
+    checkpoints/average.keras  with a budget: the mean of the weight snapshots in
+                           checkpoints/average/ (`zoo.runs.averaging`)
     backup/                `keras.callbacks.BackupAndRestore` state (gone once training ends)
     logs/                  TensorBoard (`tensorboard --logdir RUN_DIR/logs`)
     history.csv            one row per epoch (epoch counted from 0, as `CSVLogger`)
@@ -38,6 +40,7 @@ from zoo.text import tokenizers
 
 FORMAT_VERSION = 1  # of config.json
 MONITOR = "val_loss"  # what picks checkpoints/best.keras
+CHECKPOINTS = ("best", "last", "average")  # the names `load_run` takes
 
 
 @dataclasses.dataclass
@@ -236,20 +239,25 @@ def load_run(run_dir, checkpoint="best"):
 
     Args:
         run_dir: a directory written by `train`.
-        checkpoint: `"best"` (falls back to `"last"` if there is no best) or
-            `"last"`, or a path to a `.keras` file.
+        checkpoint: `"best"` (falls back to `"last"` if there is no best),
+            `"last"`, `"average"` (a run with a budget), or a path to a `.keras` file.
 
     Returns:
         `Run`.
     """
     run_dir = pathlib.Path(run_dir)
     config = read_config(run_dir)
-    if checkpoint in ("best", "last"):
+    if checkpoint in CHECKPOINTS:
         path = run_dir / "checkpoints" / f"{checkpoint}.keras"
         if checkpoint == "best" and not path.is_file():
             path = run_dir / "checkpoints" / "last.keras"
     else:
         path = pathlib.Path(checkpoint)
+    if checkpoint == "average" and not path.is_file():
+        raise FileNotFoundError(
+            f"no checkpoint {path} in {run_dir}: only a run with a budget (--time-limit or "
+            "--max-steps) writes it, when its training ends"
+        )
     if not path.is_file():
         raise FileNotFoundError(
             f"no checkpoint {path} in {run_dir}: the run has not finished an epoch yet"
@@ -272,7 +280,7 @@ def _load_checkpoint(path, run_dir):
         if files.is_whole_zip(path):
             raise
         reason = "empty" if not path.stat().st_size else "not a whole .keras archive (truncated?)"
-        others = [name for name in ("best", "last") if name != path.stem
+        others = [name for name in CHECKPOINTS if name != path.stem
                   and (run_dir / "checkpoints" / f"{name}.keras").is_file()]
         hint = f"try --checkpoint {others[0]}" if others else ""
         raise files.CorruptFileError(path, reason, hint=hint) from error

@@ -37,7 +37,7 @@ from zoo.datasets.preparation import (
 )
 from zoo.errors import ZooError
 from zoo.progress import say
-from zoo.runs import imported
+from zoo.runs import budget, imported, pacing
 from zoo.runs.callbacks import has_backup
 from zoo.runs.fitting import finish, fit
 from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
@@ -97,7 +97,13 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             translation, 128 for images; the global batch is `batch_size ×
             strategy.num_replicas_in_sync`), `batch_tokens` (translation: batches
             of at most this many tokens per replica instead), `max_steps`, `time_limit`
-            (minutes, this call), `seed` (default 0: Python, NumPy,
+            (minutes of training in total: a resumed run trains what is left),
+            `schedule` (default "auto": with `max_steps` or `time_limit`, a warm-up
+            and a linear decay to zero when the budget ends, `zoo.runs.budget`;
+            else the family's own), `steps_per_epoch` (default: one pass, or about
+            5 minutes of steps when a pass is longer, `zoo.runs.interval`),
+            `average_checkpoints` (with a budget: default 5 snapshots averaged into
+            `checkpoints/average.keras`, `zoo.runs.averaging`), `seed` (default 0: Python, NumPy,
             TensorFlow, Keras, the data and the splits), `val_ratio` (default
             0.05; 0 for none, then `best.keras` follows `loss`),
             `mixed_precision` (None: bfloat16 on TPU, else float32; `"auto"`,
@@ -221,6 +227,7 @@ def _check_new_run(name, data, run_dir, strategy, user_overrides, options, folde
             "choose a new or empty folder"
         )
     check_data_fits(name, data)
+    budget.check_options(options.training_section())  # a schedule that needs a budget
     jit_override = {} if options.jit is None else {"jit_compile": bool(options.jit)}
     checked = registry.config(name, weights=folder, **{**user_overrides, **jit_override})
     distribute.check_jit_compile(strategy, getattr(checked, "jit_compile", False))
@@ -252,12 +259,16 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     # yet if it was killed before its first epoch ended: then it starts from them again).
     weights = None if plan.saved and has_backup(run_dir) else training.get("weights")
     model = registry.get(plan.name, strategy=strategy, weights=weights, **model_config)
+    counts = pacing.data_counts(kind, data, tokenizer_pair, base_config.get("max_length"),
+                                global_batch, global_tokens, training, num_train)
+    pace = pacing.prepare(model, training, model_config, plan.saved, run_dir, strategy, counts)
     if not plan.saved:
         placement = {"strategy": strategy_name, "num_replicas": strategy.num_replicas_in_sync,
                      "global_batch_size": global_batch,
                      "dtype_policy": keras.config.dtype_policy().name}
-        write_new_run(write_dir, _run_config(plan, kind, data, model, model_config, placement,
-                                             num_train, num_val), tokenizer_pair)
+        write_new_run(write_dir, {**_run_config(plan, kind, data, model, model_config, placement,
+                                                num_train, num_val), **pace.config},
+                      tokenizer_pair)
     say(
         f"Training {plan.name} ({model.count_params():,} parameters) for {training['epochs']} "
         f"epochs, {num_train:,} examples ({num_val:,} for validation), global batch "
@@ -265,8 +276,10 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
         f"{strategy.num_replicas_in_sync} replica(s); run directory {run_dir}",
         quiet,
     )
+    for line in pace.lines:
+        say(f"  {line}", quiet)
     fitted = fit(model, train_data, val_data, training, run_dir, write_dir, callbacks,
-                 verbose, quiet)
+                 verbose, quiet, pace=pace)
     return finish(plan.name, run_dir, write_dir, model, data, fitted, quiet)
 
 

@@ -1,0 +1,302 @@
+"""Training under a budget: the schedule that ends with it, the steps a time limit affords,
+epochs of a fixed step count, and the averaged snapshots (`zoo.runs.budget`, `pacing`,
+`interval`, `averaging`; `keras_attention.BudgetSchedule`)."""
+
+import json
+import math
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attention as ka
+from zoo import registry, runs
+from zoo.runs import averaging, budget, interval, pacing
+from zoo.runs.callbacks import RunCallbacks
+
+SMALL = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
+             intermediate_dim=32, vocabulary_size=100, max_length=16)
+
+
+def np_budget(i, peak, warmup, total, shape="linear"):
+    """The budgeted schedule at iteration `i` (docs/math.md#the-budgeted-schedule)."""
+    if i < warmup:
+        return peak * (i + 1) / warmup
+    progress = min(1.0, (i - warmup) / (total - warmup))
+    return peak * (1 - progress if shape == "linear" else (1 + math.cos(math.pi * progress)) / 2)
+
+
+# === The schedule ===
+
+
+@pytest.mark.parametrize("shape", ["linear", "cosine"])
+def test_budget_schedule_matches_the_formula_and_follows_a_corrected_budget(shape):
+    schedule = ka.BudgetSchedule(peak=2e-3, warmup_steps=5, total_steps=40, shape=shape)
+    steps = np.arange(45)
+    got = keras.ops.convert_to_numpy(schedule(steps))
+    np.testing.assert_allclose(got, [np_budget(i, 2e-3, 5, 40, shape) for i in steps],
+                               rtol=1e-5, atol=1e-9)
+    assert got[4] == pytest.approx(2e-3) and got[40:].max() == 0.0  # peak, then zero
+    assert got[39] > 0 if shape == "linear" else got[39] >= 0
+    schedule.set_budget(8, 100)  # a time limit's correction: the same object, new values
+    got = keras.ops.convert_to_numpy(schedule(steps))
+    np.testing.assert_allclose(got, [np_budget(i, 2e-3, 8, 100, shape) for i in steps],
+                               rtol=1e-5, atol=1e-9)
+
+
+def test_budget_schedule_in_an_optimizer_config_and_bad_arguments():
+    schedule = ka.BudgetSchedule(1e-3, 3, 30)
+    config = keras.optimizers.schedules.serialize(schedule)
+    restored = keras.optimizers.schedules.deserialize(config)
+    assert restored.get_config() == {"peak": 1e-3, "warmup_steps": 3, "total_steps": 30,
+                                     "shape": "linear"}
+    variable = keras.Variable(np.ones(2, "float32"))
+    optimizer = keras.optimizers.Adam(schedule)
+    optimizer.build([variable])
+    for iteration in range(4):
+        assert float(keras.ops.convert_to_numpy(optimizer.learning_rate)) == pytest.approx(
+            np_budget(iteration, 1e-3, 3, 30), rel=1e-5)
+        optimizer.apply_gradients([(np.ones(2, "float32"), variable)])
+    for kwargs, match in [(dict(peak=0, warmup_steps=1, total_steps=2), "peak"),
+                          (dict(peak=1, warmup_steps=5, total_steps=5), "exceed"),
+                          (dict(peak=1, warmup_steps=1, total_steps=9, shape="step"), "shape")]:
+        with pytest.raises(ValueError, match=match):
+            ka.BudgetSchedule(**kwargs)
+
+
+def test_the_peak_is_the_family_schedules_highest_rate():
+    transformer = ka.TransformerSchedule(256, warmup_steps=4000, scale=0.5)
+    rates = keras.ops.convert_to_numpy(transformer(np.arange(8000)))
+    assert budget.peak_learning_rate(transformer) == pytest.approx(rates.max(), rel=1e-5)
+    cosine = keras.optimizers.schedules.CosineDecay(0.0, 100, warmup_target=3e-4, warmup_steps=9)
+    assert budget.peak_learning_rate(cosine) == pytest.approx(3e-4)
+    assert budget.peak_learning_rate(keras.Variable(0.25)) == pytest.approx(0.25)
+    assert budget.peak_learning_rate(keras.optimizers.schedules.ExponentialDecay(1, 2, .5)) is None
+
+
+def test_the_schedule_is_chosen_by_the_budget():
+    assert budget.choose_schedule(None, {"time_limit": 15})[0] == "budget-linear"
+    assert budget.choose_schedule("auto", {"max_steps": 9})[0] == "budget-linear"
+    name, reason = budget.choose_schedule("auto", {"epochs": 3})
+    assert name == "paper" and "no --time-limit" in reason
+    assert budget.choose_schedule("paper", {"time_limit": 15})[0] == "paper"
+    with pytest.raises(ValueError, match="needs a budget"):
+        budget.choose_schedule("budget-cosine", {"epochs": 3})
+    assert [budget.warmup_for(total, 4000) for total in (2, 20, 1100, 200_000)] == \
+        [1, 1, 55, 4000]
+
+
+# === The steps a time limit affords ===
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_step_prediction_measures_after_the_compiling_step_and_corrects_itself():
+    clock = FakeClock()
+    predictor = budget.StepPredictor(600.0, clock, every_seconds=30.0)
+    predictor.begin(0)
+    predictions = {}
+    for step in range(1, 2000):
+        clock.now += 20.0 if step == 1 else (0.5 if step < 400 else 0.25)  # compile, then faster
+        total = predictor.after_step(step)
+        if total is not None:
+            predictions[step] = (clock.now, total)
+        if clock.now >= 600:
+            break
+    first_step = min(predictions)
+    assert first_step == 11  # 10 steps timed after the first
+    now, total = predictions[first_step]
+    assert total == 11 + math.ceil(10 / 5.0 * (600 - now))  # 2 steps/s from step 1 on
+    times = [now for now, _ in predictions.values()]
+    assert all(b - a >= 30.0 for a, b in zip(times, times[1:]))
+    # Once the rate doubles, the prediction grows; at the end it is the steps taken.
+    last_step = max(predictions)
+    assert predictions[last_step][1] > total
+    assert step - last_step < 30.0 / 0.25 + 1
+    assert abs(predictions[last_step][1] - step) <= 30.0 / 0.25
+
+
+def test_step_prediction_of_a_resumed_run_counts_the_time_already_trained():
+    clock = FakeClock()
+    clock.now = 400.0  # 400 of 600 seconds trained before the restart, 1,000 steps
+    predictor = budget.StepPredictor(600.0, clock, bound=1300, every_seconds=30.0)
+    predictor.begin(1000)
+    for step in range(1001, 1012):
+        clock.now += 1.0
+        total = predictor.after_step(step)
+    assert total == 1011 + math.ceil(1.0 * (600 - 411))  # 1 step/s for the 189 s left
+    assert predictor.predict(1011, rate=10.0) == 1300  # never past max_steps or epochs
+
+
+def test_the_callback_moves_the_warmup_only_while_it_lasts():
+    schedule = ka.BudgetSchedule(1e-3, 50, 1000)
+    plan = budget.BudgetPlan("budget-linear", "test", 1e-3, 4000, 50, 1000, "test")
+
+    class Predictions:
+        def __init__(self, totals):
+            self.totals = totals
+
+        def begin(self, steps):
+            pass
+
+        def after_step(self, steps):
+            return self.totals.get(steps)
+
+    callback = budget.BudgetCallback(schedule, plan, 0, Predictions({10: 400, 60: 300}))
+    callback.on_train_begin()
+    for _ in range(70):
+        callback.on_train_batch_end(0)
+    # At step 10 the warm-up became 5% of 400; at step 60 it was over and stays.
+    assert callback.state() == {"schedule_warmup_steps": 20, "schedule_total_steps": 300}
+    assert callback.summary()["predicted_steps_first"] == 400
+    logs = {}
+    callback.on_epoch_end(0, logs)
+    assert logs == {"predicted_steps": 300}
+
+
+# === Epochs of a fixed step count ===
+
+
+def test_steps_per_epoch_keeps_an_epoch_under_five_minutes():
+    assert interval.choose_steps_per_epoch(None, 4000, 1.2)[0] == 360
+    steps, why = interval.choose_steps_per_epoch(None, 300, 1.2)
+    assert steps is None and "within 5 min" in why
+    assert interval.choose_steps_per_epoch(None, 12, None)[0] is None  # a short pass
+    assert interval.choose_steps_per_epoch(50, 4000, 1.2) == (50, "--steps-per-epoch 50")
+    assert interval.keras_epochs(10, 4000, 360) == 112  # 10 passes, in epochs of 360 steps
+    assert interval.keras_epochs(10, 4000, None) == 10
+
+
+def test_timing_steps_are_undone():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(8), keras.layers.Dropout(0.5),
+                              keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.1), "mse")
+    batches = [(np.ones((4, 3), "float32"), np.zeros((4, 1), "float32"))] * 5
+    before = [v.numpy().copy() for v in model.variables]  # seed states included
+    rate = interval.measure_step_rate(model, batches)
+    assert rate > 0
+    assert int(model.optimizer.iterations.numpy()) == 0
+    moments = [v for v in model.optimizer.variables if "momentum" in v.path or "velocity" in v.path]
+    assert moments and not any(np.any(v.numpy()) for v in moments)  # Adam's are zero again
+    for a, b in zip(before, [v.numpy() for v in model.variables]):
+        np.testing.assert_array_equal(a, b)
+    assert interval.measure_step_rate(model, batches[:2]) is None  # nothing timed
+
+
+# === A run with a budget: config.json, resume, the average ===
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Raises at the start of `epoch`, as a kill would stop the process there."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt
+
+
+def _budget_run(out, **extra):
+    # No dropout: its random state is not part of a backup, the rest of a run is.
+    return runs.train("transformer-tiny", "numbers", out, overrides={**SMALL, "dropout": 0.0},
+                      train_size=200,
+                      test_size=4, epochs=2, batch_size=16, max_steps=20, steps_per_epoch=5,
+                      average_checkpoints=3, seed=5, verbose=0, quiet=True, **extra)
+
+
+def test_a_budget_run_records_its_schedule_resumes_it_and_averages_its_snapshots(tmp_path):
+    straight = _budget_run(tmp_path / "straight")
+    config = json.loads((tmp_path / "straight/config.json").read_text())
+    assert config["schedule"] == {
+        "name": "budget-linear", "reason": config["schedule"]["reason"],
+        "peak_learning_rate": pytest.approx((16 * 1000) ** -0.5), "warmup_cap": 1000,
+        "warmup_steps": 1, "predicted_steps": 20, "predicted_from": "max_steps", "bound": 20}
+    assert "max_steps 20" in config["schedule"]["reason"]
+    assert config["interval"]["steps_per_epoch"] == 5 and config["interval"]["pass_steps"] == 14  # 190 pairs in length buckets
+    assert straight.summary["steps"] == 20 and straight.epochs == 4
+    assert straight.summary["budget"]["predicted_steps_final"] == 20
+
+    # Killed after epoch 1, resumed: the same schedule, data and end point.
+    with pytest.raises(KeyboardInterrupt):
+        _budget_run(tmp_path / "resumed", callbacks=[Interrupt(2)])
+    resumed = _budget_run(tmp_path / "resumed")
+    assert resumed.initial_epoch == 2 and resumed.summary["steps"] == 20
+    np.testing.assert_allclose(resumed.history["loss"], straight.history["loss"], rtol=1e-4)
+    for a, b in zip(resumed.model.get_weights(), straight.model.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+    # The average: the mean of the last 3 snapshots of the last 20% (steps 16 to 20).
+    snapshots = averaging.snapshot_paths(tmp_path / "resumed/checkpoints/average")
+    assert [path.name for path in snapshots] == ["step-16.npz", "step-18.npz", "step-20.npz"]
+    assert resumed.summary["budget"]["averaged_snapshots"] == [p.name for p in snapshots]
+    average = runs.load_run(tmp_path / "resumed", "average").model
+    arrays = [np.load(path) for path in snapshots]
+    for weight in average.weights:
+        expected = np.mean([snapshot[weight.path] for snapshot in arrays], axis=0)
+        np.testing.assert_allclose(weight.numpy(), expected, rtol=1e-6, atol=1e-7)
+    last = runs.load_run(tmp_path / "resumed", "last").model
+    np.testing.assert_array_equal(last.weights[0].numpy(), arrays[-1][last.weights[0].path])
+
+
+def test_a_resumed_time_limited_run_continues_its_corrected_schedule(tmp_path):
+    model = registry.get("transformer-tiny", **SMALL)
+    training = dict(epochs=3, time_limit=10.0, max_steps=None, average_checkpoints=None)
+    saved = {"schedule": {"name": "budget-linear", "reason": "test", "peak_learning_rate": 1e-3,
+                          "warmup_cap": 1000, "warmup_steps": 30, "predicted_steps": 600,
+                          "predicted_from": "test", "bound": None},
+             "interval": {"steps_per_epoch": 100, "pass_steps": 250}}
+    (tmp_path / "backup").mkdir()
+    (tmp_path / "backup/training_metadata.json").write_text(json.dumps(
+        {"epoch": 2, "steps": 200, "train_seconds": 240.5, "schedule_warmup_steps": 25,
+         "schedule_total_steps": 777, "weights": "epoch-2.weights.h5"}))
+    pace = pacing.prepare(model, training, {}, saved, tmp_path, model.distribute_strategy, None)
+    assert (pace.epochs, pace.steps_per_epoch, pace.steps_done) == (8, 100, 200)
+    assert pace.spent_seconds == 240.5 and pace.average == averaging.COUNT
+    assert model.optimizer.learning_rate is not None
+    assert float(pace.schedule.total_steps.numpy()) == 777.0
+    assert float(pace.schedule.warmup_steps.numpy()) == 25.0
+    run_callbacks = RunCallbacks({**training, "max_steps": None}, tmp_path, tmp_path,
+                                 tmp_path / "history.csv", True, pace.spent_seconds)
+    pace.attach(run_callbacks, tmp_path / "checkpoints")
+    assert run_callbacks.in_order()[0] is pace.callback
+    assert pace.callback.predictor.budget_seconds == 600.0
+    assert run_callbacks.stop_time.elapsed() == pytest.approx(240.5)
+
+
+def test_options_that_need_a_budget_are_refused_before_any_work(tmp_path):
+    for options, match in [(dict(schedule="budget-linear"), "needs a budget"),
+                           (dict(average_checkpoints=3, epochs=1), "needs a budgeted schedule"),
+                           (dict(average_checkpoints=3, max_steps=4, schedule="paper"),
+                            "needs a budgeted schedule")]:
+        with pytest.raises(ValueError, match=match):
+            runs.train("transformer-tiny", "numbers", tmp_path / "run", **options)
+        assert not (tmp_path / "run").exists()
+
+
+def test_snapshots_spread_over_the_last_fifth_and_the_end_replaces_a_close_one(tmp_path):
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    callback = averaging.TailSnapshots(tmp_path, lambda: 100, steps=0)
+    callback.set_model(model)
+    callback.on_train_begin()
+    for step in range(97):
+        model.weights[0].assign(np.full((3, 2), step + 1.0, "float32"))  # weights = the step
+        callback.on_train_batch_end(step)
+    callback.on_train_end()
+    steps = [int(p.stem.split("-")[1]) for p in averaging.snapshot_paths(tmp_path / "average")]
+    assert steps == [80, 85, 90, 97]  # 95 was 2 steps from the end: the end took its place
+    average = keras.saving.load_model(tmp_path / "average.keras")
+    np.testing.assert_allclose(average.weights[0].numpy(), np.mean(steps))
+    assert model.weights[0].numpy()[0, 0] == 97.0  # the model keeps its own weights
+    resumed = averaging.TailSnapshots(tmp_path, lambda: 100, steps=88)  # restarted at step 88
+    resumed.set_model(model)
+    resumed.on_train_begin()
+    assert [p.stem for p in averaging.snapshot_paths(tmp_path / "average")] == \
+        ["step-80", "step-85"]
