@@ -113,6 +113,24 @@ def test_expected_alignment_matches_the_recurrence(mode):
     expected = np_alignment_recurrence(p, previous)
     actual = monotonic.monotonic_alignment(p.astype("float32"), previous.astype("float32"), mode)
     np.testing.assert_allclose(actual, expected, atol=2e-6)
+    # Unknown lengths (a tf.data pipeline's batches): the same, and differentiable (the prefix
+    # scan, the training default, also in XLA).
+    spec = tf.TensorSpec([None, None, None], tf.float32)
+
+    def alignment_and_gradient(p, previous):
+        with tf.GradientTape() as tape:
+            tape.watch(p)
+            alignment = monotonic.monotonic_alignment(p, previous, mode)
+            loss = tf.reduce_sum(alignment ** 2)
+        return alignment, tape.gradient(loss, p)
+
+    for jit_compile in (False, True) if mode == "prefix" else (False,):
+        compiled = tf.function(alignment_and_gradient, input_signature=[spec, spec],
+                               jit_compile=jit_compile)
+        dynamic, gradient = compiled(p.astype("float32"), previous.astype("float32"))
+        np.testing.assert_allclose(dynamic, expected, atol=2e-6)
+        gradient = np.asarray(gradient)
+        assert np.all(np.isfinite(gradient)) and np.any(gradient != 0)
     first = np.eye(11)[0]  # α_0 = δ_1: the head stops at j with probability p_j Π_{l<j} (1 − p_l)
     start = np.asarray(monotonic.monotonic_alignment(p[0, :1], first[None], mode))[0]
     np.testing.assert_allclose(start, p[0, 0] * np.concatenate([[1], np.cumprod(1 - p[0, 0])[:-1]]),

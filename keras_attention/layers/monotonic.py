@@ -48,28 +48,44 @@ def _recursive_alignment(p_choose, previous):
     shape = ops.shape(p_choose)
     p_flat = ops.reshape(p_choose, (-1, shape[-1]))  # (N, S)
     previous_flat = ops.reshape(previous, (-1, shape[-1]))
-    stay = ops.transpose(_exclusive(1.0 - p_flat, 1.0))  # (S, N): 1 − p_{j-1}
-    arriving = ops.transpose(previous_flat)
+    # (S, N, 2): 1 − p_{j-1} and α_{i-1,j}, one tensor (Keras's scan needs a static length
+    # to check several).
+    inputs = ops.transpose(ops.stack([_exclusive(1.0 - p_flat, 1.0), previous_flat], -1),
+                           (1, 0, 2))
 
-    def step(q, inputs):
-        q = inputs[0] * q + inputs[1]
+    def step(q, x):
+        q = x[:, 0] * q + x[:, 1]
         return q, q
 
-    _, q = ops.scan(step, ops.zeros_like(arriving[0]), (stay, arriving))  # (S, N)
+    _, q = ops.scan(step, ops.zeros_like(inputs[0, :, 0]), inputs)  # (S, N)
     return ops.reshape(p_flat * ops.transpose(q), shape)
 
 
+def _shift(x, offset, fill):
+    """`[fill] * offset + x[..., :S - offset]` along the last axis, by a gather (the same shape
+    whatever the offset, so that XLA compiles it inside a loop)."""
+    positions = ops.arange(ops.shape(x)[-1]) - offset
+    return ops.where(positions >= 0, ops.take(x, ops.maximum(positions, 0), axis=-1), fill)
+
+
 def _prefix_alignment(p_choose, previous):
-    """The recurrence `q_j = a_j q_{j-1} + b_j` (`a_j = 1 − p_{j-1}`, `b_j = α_{i-1,j}`) by an
-    associative scan: `(a, b) ∘ (a', b') = (a a', a' b + b')` composes two steps."""
+    """The recurrence `q_j = a_j q_{j-1} + b_j` (`a_j = 1 − p_{j-1}`, `b_j = α_{i-1,j}`) by a
+    prefix scan (Hillis & Steele): `(a, b) ∘ (a', b') = (a a', a' b + b')` composes two steps,
+    and after the round with offset d each position holds the composition of the 2d steps
+    that end there; ⌈log₂ S⌉ rounds."""
 
-    def compose(first, second):
-        return first[0] * second[0], second[0] * first[1] + second[1]
+    def compose(offset, a, b):
+        return offset * 2, _shift(a, offset, 1.0) * a, a * _shift(b, offset, 0.0) + b
 
-    stay = _exclusive(1.0 - p_choose, 0.0)  # 1 − p_{j-1} (nothing comes before position 1)
-    _, q = ops.associative_scan(compose, (stay, previous), axis=-1)
-    # (TensorFlow's scan may lose the static rank inside a loop: restore the shape.)
-    return p_choose * ops.reshape(q, ops.shape(p_choose))
+    loop_vars = (1, _exclusive(1.0 - p_choose, 0.0), previous)
+    length = p_choose.shape[-1]
+    if length is not None:  # a static length: unrolled rounds
+        while loop_vars[0] < length:
+            loop_vars = compose(*loop_vars)
+    else:  # at most 2^32 positions: a bound on the rounds, so XLA can differentiate it
+        loop_vars = ops.while_loop(lambda offset, a, b: offset < ops.shape(a)[-1], compose,
+                                   loop_vars, maximum_iterations=32)
+    return p_choose * loop_vars[2]
 
 
 def monotonic_alignment(p_choose, previous_alignment, mode="prefix"):
@@ -86,8 +102,8 @@ def monotonic_alignment(p_choose, previous_alignment, mode="prefix"):
         previous_alignment: `α_{i-1}`, `(..., S)` (`[1, 0, …, 0]` before the first step).
         mode: how to compute it (TensorFlow Addons' `monotonic_attention` has the last three):
             - `"prefix"`: the recurrence of eqs. 13-14, `q_j = (1 − p_{j-1}) q_{j-1} + α_{i-1,j}`,
-              `α_{i,j} = p_{i,j} q_j`, as a parallel prefix scan (`ops.associative_scan`):
-              O(log S) sequential steps, no division, exact;
+              `α_{i,j} = p_{i,j} q_j`, as a parallel prefix scan: ⌈log₂ S⌉ rounds, no
+              division, exact;
             - `"parallel"`: the closed form of appendix C.1,
               `α_i = p_i · cumprod(1 − p_i) · cumsum(α_{i-1} / cumprod(1 − p_i))` with exclusive
               cumulative products (`safe_cumprod`) and the divisor clipped to
