@@ -180,6 +180,19 @@ def chunkwise_weights(alignment, chunk_energies, chunk_size, mask=None):
     return exp_energies * _moving_sum(ratios, 0, chunk_size - 1)  # over chunks holding j
 
 
+def _flat(tensor):
+    """`(B, S, ...)` -> `(B·S, ...)` (the trailing sizes must be known)."""
+    return ops.reshape(tensor, (-1,) + tuple(tensor.shape[2:]))
+
+
+def _gather(tensor, positions):
+    """`tensor[b, positions[b, k]]`: `(B, S, ...)` at int positions `(B, K)` (in [0, S)) ->
+    `(B, K, ...)`, one gather of K rows per example (keras's `take_along_axis` would move
+    the whole tensor for it)."""
+    first_rows = ops.arange(ops.shape(tensor)[0], dtype="int32") * ops.shape(tensor)[1]
+    return ops.take(_flat(tensor), first_rows[:, None] + positions, axis=0)
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class MonotonicAttention(keras.layers.Layer):
     """Monotonic attention: a head that only moves forward over the source.
@@ -432,32 +445,32 @@ class MonotonicAttention(keras.layers.Layer):
                 ops.squeeze(x, 1) for x in (context, weights, alignment))
         return context, weights, alignment
 
-    def stop_positions(self, monotonic_query, monotonic_key, mask, start):
+    def stop_positions(self, monotonic_query, projected_key, mask, start):
         """The online search of one step: from `start` `(B,)` on, the first position where
-        the energy is positive, or S (none); computes the energies only up to there.
+        the energy is positive, or S (none); computes the energies only up to there, one
+        position per row and round, each round O(B·U) whatever S.
 
         Args:
             monotonic_query: `W s + b`, `(B, U)`.
-            monotonic_key: `U h`, `(B, S, U)`.
+            projected_key: `project_key(key)`, `(B, S, U)` (MoChA: `(B, S, 2U)`).
             mask: bool `(B, S)`.
             start: int32 `(B,)`, the previous step's position (S: the head has left).
 
         Returns:
             int32 `(B,)`.
         """
-        length = ops.shape(monotonic_key)[1]
-
-        def at(tensor, position):  # tensor[b, min(position_b, S-1)]
-            index = ops.minimum(position, length - 1)
-            index = ops.reshape(index, (-1, 1) + (1,) * (len(tensor.shape) - 2))
-            return ops.squeeze(ops.take_along_axis(tensor, index, axis=1), 1)
+        length = ops.shape(projected_key)[1]
+        keys, real = _flat(projected_key), _flat(mask)  # (B·S, U), (B·S,): rows to gather
+        first_rows = ops.arange(ops.shape(mask)[0], dtype="int32") * length  # row of (b, 0)
 
         def cond(position, stop, done):
             return ops.logical_not(ops.all(done))
 
         def body(position, stop, done):
-            energy = self.energies(monotonic_query + at(monotonic_key, position))  # (B,)
-            here = (energy > 0) & at(mask, position) & ops.logical_not(done)
+            rows = first_rows + ops.minimum(position, length - 1)
+            key = self._split_key(ops.take(keys, rows, axis=0))[0]  # U h_j (B, U)
+            energy = self.energies(monotonic_query + key)  # (B,)
+            here = (energy > 0) & ops.take(real, rows, axis=0) & ops.logical_not(done)
             stop = ops.where(here, position, stop)
             done = done | here | (position + 1 >= length)
             return ops.where(done, position, position + 1), stop, done
@@ -470,12 +483,11 @@ class MonotonicAttention(keras.layers.Layer):
     def _online(self, query, value, previous, projected_key, mask):
         """One hard step, computed online (see `stop_positions`)."""
         length = ops.shape(value)[1]
-        monotonic_key, chunk_key = self._split_key(projected_key)
         monotonic_query, chunk_query = self._queries(query)
         previous = ops.cast(previous, "float32")
         start = ops.where(ops.max(previous, axis=-1) > 0,
                           ops.cast(ops.argmax(previous, axis=-1), "int32"), length)
-        stop = self.stop_positions(monotonic_query, monotonic_key, mask, start)
+        stop = self.stop_positions(monotonic_query, projected_key, mask, start)
         stopped = stop < length
         index = ops.minimum(stop, length - 1)
         alignment = ops.one_hot(index, length) * ops.cast(stopped, "float32")[:, None]
@@ -483,10 +495,10 @@ class MonotonicAttention(keras.layers.Layer):
             positions, chunk_weights = index[:, None], ops.cast(stopped, "float32")[:, None]
         else:
             positions, chunk_weights = self._online_chunk(
-                chunk_query, chunk_key, mask, index, stopped)
+                chunk_query, projected_key, mask, index, stopped)
         # (B, w): the chunk's positions and weights (w = 1 without MoChA).
         clipped = ops.clip(positions, 0, length - 1)
-        values = ops.take_along_axis(value, clipped[..., None], axis=1)  # (B, w, Dv)
+        values = _gather(value, clipped)  # (B, w, Dv)
         chunk_weights = ops.cast(chunk_weights, self.compute_dtype)
         context = ops.sum(values * chunk_weights[..., None], axis=1)
         weights = ops.sum(
@@ -494,17 +506,16 @@ class MonotonicAttention(keras.layers.Layer):
             axis=1)
         return context, weights, ops.cast(alignment, self.compute_dtype)
 
-    def _online_chunk(self, chunk_query, chunk_key, mask, index, stopped):
+    def _online_chunk(self, chunk_query, projected_key, mask, index, stopped):
         """The w positions that end where the head stopped, and the softmax of `u` over the
         real ones: `(B, w)` int32 and `(B, w)` float32 (zeros where the head left)."""
-        length = ops.shape(chunk_key)[1]
+        length = ops.shape(projected_key)[1]
         positions = index[:, None] + ops.arange(1 - self.chunk_size, 1, dtype="int32")
         clipped = ops.clip(positions, 0, length - 1)
-        keys = ops.take_along_axis(chunk_key, clipped[..., None], axis=1)  # (B, w, U)
+        keys = self._split_key(_gather(projected_key, clipped))[1]  # U_c h (B, w, U)
         energies = ops.cast(
             self.chunk_energies(ops.expand_dims(chunk_query, 1) + keys), "float32")
-        valid = (positions >= 0) & ops.take_along_axis(mask, clipped, axis=1) & \
-            stopped[:, None]
+        valid = (positions >= 0) & _gather(mask, clipped) & stopped[:, None]
         return positions, attention_ops.masked_softmax(energies, valid)
 
     def compute_mask(self, inputs, previous_mask=None):
