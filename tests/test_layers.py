@@ -95,6 +95,24 @@ LAYER_CASES = {
         {"return_attention_scores": True},
         (),
     ),
+    "monotonic_step_mocha": (
+        lambda: ka.MonotonicAttention(6, chunk_size=2, seed=1, name="monotonic"),
+        {
+            "query": _x(B, 4),
+            "value": _x(B, L, D, seed=1),
+            "previous_alignment": np.eye(L, dtype="float32")[[0, 1]],
+            "value_mask": PADDING,
+        },
+        {"return_attention_scores": True, "return_alignment": True},
+        (),
+    ),
+    "monotonic_sequence": (
+        lambda: ka.MonotonicAttention(5, score_bias_init=0.5, name="monotonic"),
+        {"query": _x(B, 3, 4), "value": _x(B, L, D, seed=1),
+         "previous_alignment": np.abs(_x(B, 3, L, seed=2))},
+        {},
+        (),
+    ),
     "linear_cross_padding": (
         lambda: ka.LinearAttention(num_heads=2, key_dim=4, value_dim=3, name="linear"),
         {

@@ -8,6 +8,9 @@ the recurrent cell, `s_t = RNN([E y_{t-1}; c_t], s_{t-1})`, and the output is
 
 With `attention="location"` the alignment model also convolves the previous
 alignment `α_{t-1}` (Chorowski et al., 2015), which the decoder state carries.
+With `attention="monotonic"` (Raffel et al., 2017) or `"mocha"` (Chiu & Raffel,
+2018) the attention is monotonic: expected alignments in training, a hard head
+that only moves forward at inference; the state carries `α_{t-1}` too.
 
 Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing,
 0 = padding), output logits `(B, T, V)`.
@@ -23,7 +26,9 @@ from keras_attention import checks
 from zoo import registry
 from zoo.errors import ZooError
 
-ATTENTIONS = ("additive", "location")  # Bahdanau et al. (2015); Chorowski et al. (2015)
+# Bahdanau et al. (2015); Chorowski et al. (2015); Raffel et al. (2017); Chiu & Raffel (2018)
+ATTENTIONS = ("additive", "location", "monotonic", "mocha")
+MONOTONIC = ("monotonic", "mocha")  # ka.MonotonicAttention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +39,9 @@ class Seq2SeqConfig(registry.TranslationConfig):
     embedding matrices: RNNsearch does not share them). `attention="location"`
     makes the alignment model location-aware (Chorowski et al., 2015):
     `location_filters` filters of width `location_kernel_size` over the previous
-    step's alignment join the additive score.
+    step's alignment join the additive score. `attention="monotonic"` is
+    `ka.MonotonicAttention` (`sigmoid_noise`, `score_bias_init`: its noise and the
+    initial r), `attention="mocha"` the same with chunks of `mocha_chunk_size`.
     """
 
     vocabulary_size: int = 30000
@@ -49,6 +56,9 @@ class Seq2SeqConfig(registry.TranslationConfig):
     attention: str = "additive"  # or "location": location-aware (ka.LocationAwareAttention)
     location_filters: int = 10
     location_kernel_size: int = 15
+    mocha_chunk_size: int = 3
+    sigmoid_noise: float = 1.0
+    score_bias_init: float = -1.0
     dropout: float = 0.0
     max_length: int = 256
     # Training recipe.
@@ -61,8 +71,10 @@ class Seq2SeqConfig(registry.TranslationConfig):
         checks.check_fields(
             self, checks.check_positive_int, "vocabulary_size", "embedding_dim",
             "encoder_units", "decoder_units", "attention_units", "maxout_units", "max_length",
-            "location_filters", "location_kernel_size",
+            "location_filters", "location_kernel_size", "mocha_chunk_size",
         )
+        checks.check_number("sigmoid_noise", self.sigmoid_noise, 0)
+        checks.check_number("score_bias_init", self.score_bias_init)
         checks.check_fields(self, checks.check_positive_int, "source_vocabulary_size",
                             "target_vocabulary_size", allow_none=True)
         checks.check_fields(self, checks.check_rate, "dropout", "label_smoothing")
@@ -92,6 +104,10 @@ class Seq2SeqConfig(registry.TranslationConfig):
         if self.attention == "location":  # F (k × 1 × F), U (F × a), b (a)
             f = self.location_filters
             attention += self.location_kernel_size * f + f * a + a
+        if self.attention in MONOTONIC:  # b (a), g, r
+            attention += a + 2
+        if self.attention == "mocha":  # the chunk energy: W_c, U_c, b_c, v_c
+            attention += dec * a + 2 * enc * a + 2 * a
         decoder = self._cell_params(e + 2 * enc, dec)
         maxout = (dec + e + 2 * enc) * 2 * m + 2 * m
         output = m * self.target_vocab + self.target_vocab
@@ -106,15 +122,23 @@ class BahdanauDecoder(keras.layers.Layer):
     (`ka.LocationAwareAttention`, Chorowski et al., 2015): it also convolves
     the previous step's alignment `α_{t-1}`, so the recurrent state carries
     `α_{t-1}` `(B, S)` after the cell's states (`get_initial_state` starts it
-    uniform over the real source positions).
+    uniform over the real source positions). With `attention="monotonic"` or
+    `"mocha"` it is `ka.MonotonicAttention` (Raffel et al., 2017; Chiu & Raffel,
+    2018), and the state carries its monotonic alignment `α_{t-1}` (one-hot at the
+    first position to start): expected alignments when training, hard ones (the head
+    never moves back) at inference.
 
     Args:
         units: decoder state size.
         attention_units: the alignment model's hidden size.
         cell: `"gru"` or `"lstm"`.
-        attention: `"additive"` (Bahdanau) or `"location"` (location-aware).
+        attention: `"additive"` (Bahdanau), `"location"` (location-aware),
+            `"monotonic"` or `"mocha"`.
         location_filters: F, location filters (`attention="location"` only).
         location_kernel_size: k, their width over the source axis.
+        mocha_chunk_size: w, MoChA's chunk width (`attention="mocha"` only).
+        sigmoid_noise: the pre-sigmoid noise of monotonic attention in training.
+        score_bias_init: the initial scalar bias r of monotonic attention.
 
     Call arguments:
         target_embeddings: `E y_{t-1}` for every step, `(B, T, E)`.
@@ -126,11 +150,12 @@ class BahdanauDecoder(keras.layers.Layer):
 
     Returns:
         `(previous_states, contexts, alignments)`: `s_{t-1}` `(B, T, units)`,
-        `c_t` `(B, T, A)` and `α_t` `(B, T, S)`.
+        `c_t` `(B, T, A)` and `α_t` `(B, T, S)` (MoChA: the chunk weights `β_t`).
     """
 
     def __init__(self, units, attention_units, cell="gru", attention="additive",
-                 location_filters=10, location_kernel_size=15, **kwargs):
+                 location_filters=10, location_kernel_size=15, mocha_chunk_size=3,
+                 sigmoid_noise=1.0, score_bias_init=-1.0, **kwargs):
         super().__init__(**kwargs)
         if attention not in ATTENTIONS:
             raise ValueError(f"`attention` must be one of {ATTENTIONS}; received {attention!r}.")
@@ -140,18 +165,30 @@ class BahdanauDecoder(keras.layers.Layer):
         self.attention_type = attention
         self.location_filters = location_filters
         self.location_kernel_size = location_kernel_size
-        location = (location_filters, location_kernel_size) if attention == "location" else ()
-        attention_class = ka.LocationAwareAttention if location else ka.BahdanauAttention
-        self.attention = attention_class(
-            attention_units, *location, dtype=self.dtype_policy, name="attention"
-        )
+        self.mocha_chunk_size = mocha_chunk_size
+        self.sigmoid_noise = sigmoid_noise
+        self.score_bias_init = score_bias_init
+        self.attention = self._make_attention()
         cell_class = keras.layers.GRUCell if cell == "gru" else keras.layers.LSTMCell
         self.cell = cell_class(units, dtype=self.dtype_policy, name=f"{cell}_cell")
+
+    def _make_attention(self):
+        options = dict(dtype=self.dtype_policy, name="attention")
+        if self.attention_type == "location":
+            return ka.LocationAwareAttention(
+                self.attention_units, self.location_filters, self.location_kernel_size,
+                **options)
+        if self.attention_type in MONOTONIC:
+            chunk_size = self.mocha_chunk_size if self.attention_type == "mocha" else None
+            return ka.MonotonicAttention(
+                self.attention_units, chunk_size=chunk_size, sigmoid_noise=self.sigmoid_noise,
+                score_bias_init=self.score_bias_init, **options)
+        return ka.BahdanauAttention(self.attention_units, **options)
 
     @property
     def carries_alignment(self):
         """Whether the recurrent state ends with the previous alignment `α_{t-1}`."""
-        return self.attention_type == "location"
+        return self.attention_type in ("location",) + MONOTONIC
 
     def build(self, target_embeddings_shape, annotations_shape, initial_state_shape=None):
         if self.carries_alignment:
@@ -174,18 +211,24 @@ class BahdanauDecoder(keras.layers.Layer):
         previous = states[0]
         cell_states = states[:-1] if self.carries_alignment else states
         location = (states[-1],) if self.carries_alignment else ()  # α_{t-1}
-        context, alignment = self.attention(
+        monotonic = self.attention_type in MONOTONIC
+        # Monotonic attention: expected alignments in training, hard ones otherwise; the
+        # state carries α_t, the weights (MoChA's β_t) go out.
+        options = dict(return_alignment=True, training=training) if monotonic else {}
+        context, alignment, *carried = self.attention(
             previous,
             annotations,
             *location,
             value_mask=annotations_mask,
             projected_key=projected_key,
             return_attention_scores=True,
+            **options,
         )
         _, new_states = self.cell(
             ops.concatenate([embedded, context], axis=-1), cell_states, training=training
         )
-        new_states = list(new_states) + ([alignment] if self.carries_alignment else [])
+        carried = carried or [alignment]
+        new_states = list(new_states) + (carried if self.carries_alignment else [])
         return new_states, previous, context, alignment
 
     def call(
@@ -239,6 +282,8 @@ class BahdanauDecoder(keras.layers.Layer):
             units=self.units, attention_units=self.attention_units, cell=self.cell_type,
             attention=self.attention_type, location_filters=self.location_filters,
             location_kernel_size=self.location_kernel_size,
+            mocha_chunk_size=self.mocha_chunk_size, sigmoid_noise=self.sigmoid_noise,
+            score_bias_init=self.score_bias_init,
         )
         return config
 
@@ -314,7 +359,9 @@ def _make_layers(config):
         "decoder": BahdanauDecoder(
             config.decoder_units, config.attention_units, cell=config.cell,
             attention=config.attention, location_filters=config.location_filters,
-            location_kernel_size=config.location_kernel_size, name="decoder",
+            location_kernel_size=config.location_kernel_size,
+            mocha_chunk_size=config.mocha_chunk_size, sigmoid_noise=config.sigmoid_noise,
+            score_bias_init=config.score_bias_init, name="decoder",
         ),
         "maxout_projection": keras.layers.Dense(2 * config.maxout_units, name="maxout_projection"),
         "maxout": Maxout(config.maxout_units, name="maxout"),

@@ -5,6 +5,7 @@ from keras_attention.layers.causal_convolution import CausalConv1D, DilatedResid
 from keras_attention.layers.feed_forward import PositionwiseFeedForward
 from keras_attention.layers.linear import LinearAttention
 from keras_attention.layers.location_aware import LocationAwareAttention
+from keras_attention.layers.monotonic import MonotonicAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
 from keras_attention.layers.multi_resolution import MultiResolutionAttention
 from keras_attention.layers.positional import (
@@ -23,6 +24,7 @@ __all__ = [
     "DilatedResidualBlock",
     "LinearAttention",
     "LocationAwareAttention",
+    "MonotonicAttention",
     "MultiHeadAttention",
     "MultiResolutionAttention",
     "PatchEmbedding",
