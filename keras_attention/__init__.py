@@ -18,6 +18,7 @@ from keras_attention.layers import (
     MultiHeadAttention,
     MultiResolutionAttention,
     PatchEmbedding,
+    PointerGenerator,
     PositionEmbedding,
     PositionwiseFeedForward,
     SequencePooling,
@@ -27,7 +28,7 @@ from keras_attention.layers import (
     TransformerEncoderBlock,
 )
 from keras_attention.layers.causal_convolution import receptive_field
-from keras_attention.losses import MaskedSparseCategoricalCrossentropy
+from keras_attention.losses import MaskedSparseCategoricalCrossentropy, PointerGeneratorCrossentropy
 from keras_attention.metrics import MaskedAccuracy
 from keras_attention.ops import (
     additive_scores,
@@ -53,6 +54,8 @@ __all__ = [
     "MultiHeadAttention",
     "MultiResolutionAttention",
     "PatchEmbedding",
+    "PointerGenerator",
+    "PointerGeneratorCrossentropy",
     "PositionEmbedding",
     "PositionwiseFeedForward",
     "SequencePooling",
