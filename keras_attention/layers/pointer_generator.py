@@ -165,3 +165,10 @@ def copy_mass(attention, source_ids, vocabulary):
         num_segments=batch * length * width,
     )
     return ops.reshape(copied, (batch, length, width))
+
+
+def fixed_vocabulary_ids(ids, vocabulary_size, unknown_id):
+    """Ids in the extended vocabulary -> the fixed one: each copied id `>= V` becomes
+    `unknown_id` (See et al. feed the decoder `[UNK]` after copying an
+    out-of-vocabulary word). Any int shape; works on symbolic tensors too."""
+    return ops.where(ops.greater_equal(ids, vocabulary_size), unknown_id, ids)
