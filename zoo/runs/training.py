@@ -292,6 +292,7 @@ def _datasets(kind, data, tokenizer_pair, base_config, global_batch, global_toke
         train_data, val_data, num_train, num_val = translation_datasets(
             data.train_pairs, tokenizer_pair[0], tokenizer_pair[1], global_batch,
             base_config["max_length"], training["val_ratio"], training["seed"], global_tokens,
+            copy=base_config.get("copy", False),
         )
     elif global_tokens is not None:
         raise ZooError("batch_tokens is for translation runs; image runs take batch_size")

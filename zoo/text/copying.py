@@ -215,3 +215,14 @@ def detokenize_extended(tokenizer, tokens, slots):
     # SentencePiece drops the spaces a text starts with; so does this.
     joined = tf.strings.regex_replace(joined, "^ +", "")
     return tf.where(matched, joined, tokenizer.detokenize(tokens))
+
+
+def canonical_texts(tokenizer, strings):
+    """Strings `(B,)` -> `(B,)` as `tokenizer` writes them back, each `[UNK]` piece with its
+    own text: the form a copying model's output is compared in (what it would write if it
+    copied every unknown piece)."""
+    ids, texts = piece_texts(tokenizer, strings)
+    ids, texts = ids.to_tensor(default_value=PAD_ID), texts.to_tensor(default_value="")
+    positions = tf.range(tf.shape(ids)[1])[None, :]
+    own = tf.where(tf.equal(ids, UNK_ID), tokenizer.vocab_size + positions, ids)
+    return detokenize_extended(tokenizer, own, texts)
