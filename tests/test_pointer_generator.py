@@ -96,6 +96,31 @@ def test_gradients_are_finite_where_copy_and_generator_vanish():
         assert np.all(np.isfinite(gradient.numpy()))
 
 
+def test_gradients_match_the_probability_space_formula():
+    """Each id's log P written once: a repeated token's gradient is not counted twice."""
+    logits, attention, features = _inputs(seed=5)
+    layer = ka.PointerGenerator()
+    tensors = [tf.constant(x) for x in (logits, attention, features)]
+    chosen = [5, 7, 3, 2, 1]  # 5 twice in row 0, 7 (out of vocabulary) twice in both rows
+
+    def direct(logits, attention, features):
+        p_gen = tf.sigmoid(features @ layer.switch_kernel + layer.switch_bias)  # (B, T, 1)
+        generated = tf.pad(tf.nn.softmax(logits), [[0, 0], [0, 0], [0, S]])
+        copied = attention @ tf.one_hot(SOURCE, V + S)  # (B, T, V + S)
+        probs = tf.gather(p_gen * generated + (1 - p_gen) * copied, chosen, axis=-1)
+        return tf.math.log(probs)  # (the log after the gather: no log 0 elsewhere)
+
+    gradients = []
+    for function in (lambda *x: tf.gather(layer(x[0], x[1], SOURCE, x[2]), chosen, axis=-1),
+                     direct):
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            loss = tf.reduce_sum(function(*tensors))
+        gradients.append(tape.gradient(loss, tensors + layer.trainable_weights))
+    for actual, expected in zip(*gradients):
+        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
+
+
 def np_mixture_nll(log_probs, labels, vocabulary, smoothing=0.0, pad_id=0):
     """The masked token mean of -(1 - ε) log P(y) - (ε / V) Σ_{w < V} log P(w)."""
     total, count = 0.0, 0

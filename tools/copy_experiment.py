@@ -3,11 +3,17 @@
 A generated English -> pseudo-German task: eight sentence templates, each with a
 person's name and a reference code (`QX-731`) that the target must repeat verbatim.
 
-    python tools/copy_experiment.py data DIR     # DIR/train.tsv, DIR/test_new.tsv, DIR/test_oov.tsv
+    python tools/copy_experiment.py data DIR     # DIR/{train,train_unk,test_new,test_oov}.tsv
     python tools/copy_experiment.py score RUN [RUN ...] --test DIR/test_new.tsv [--beam-size 4]
+    python tools/copy_experiment.py placeholders RUN [RUN ...]   # a gettext:LANG run's test split
 
 - `train.tsv`: names and codes from a fixed training pool, over the letters without
   j, q, x, z (no training sentence holds those four letters, in either case);
+- `train_unk.tsv`: the same pairs, but in 2.4% of them the name or the code has one
+  of 40 Greek and Cyrillic letters (each in 12 pairs, anywhere in the word): too rare for
+  SentencePiece's character coverage (99.95%), so they are `[UNK]` in training, as rare
+  characters are in real data; a model sees `[UNK]` in its inputs and, with copy,
+  learns to copy it;
 - `test_new.tsv`: names and codes never in training, same letters: new spans;
 - `test_oov.tsv`: names and codes never in training, each with at least one of
   j, q, x, z: characters a tokenizer learned on the training text does not know.
@@ -16,12 +22,17 @@ person's name and a reference code (`QX-731`) that the target must repeat verbat
 reports, over the test pairs: span exact match (the name and the code both appear
 verbatim in the output), name and code exact match separately, and sentence exact
 match (the output equals the target).
+
+`placeholders` decodes the held-out pairs of a `gettext:LANG` run whose target holds
+printf-style placeholders (`%s`, `%d`, `%(name)s`, `%1$s`, `{0}`, …) and reports the
+share whose output holds the target's placeholders in the same order.
 """
 
 import argparse
 import json
 import pathlib
 import random
+import re
 
 TEMPLATES = (
     ("please send the parcel to {name} , reference {code} .",
@@ -44,6 +55,10 @@ TEMPLATES = (
 CONSONANTS = "bcdfghklmnprstv"
 VOWELS = "aeiou"
 RESERVED = "jqxz"  # never in training
+RARE = "αβγδεζηθικλμνξοπρστυφχψω" + "ΓΔΘΛΞΠΣΦΨΩ" + "бгджзл"  # 40 letters, each in 12 pairs
+RARE_PAIRS = 12
+PLACEHOLDER = re.compile(r"%\(\w+\)[-+ 0#]*\d*(?:\.\d+)?[sdifuxXc]|%\d+\$[sdifuxXc]"
+                         r"|%[-+ 0#]*\d*(?:\.\d+)?l{0,2}[sdifuxXc]|\{\w*\}")
 
 
 def _name(rng, reserved=False):
@@ -88,12 +103,36 @@ def make_data(directory, seed=0, train=20000, test=1000, pool=1500):
                                       ("test_new", test, new_names, new_codes),
                                       ("test_oov", test, oov_names, oov_codes)):
         pairs = _pairs(rng, count, names, codes)
-        with open(directory / f"{name}.tsv", "w", encoding="utf-8") as handle:
-            handle.writelines(f"{source}\t{target}\n" for source, target, _ in pairs)
+        _write(directory / f"{name}.tsv", pairs)
         sizes[name] = len(pairs)
+        if name == "train":
+            _write(directory / "train_unk.tsv", _with_rare_letters(random.Random(seed + 1), pairs))
     train_text = (directory / "train.tsv").read_text(encoding="utf-8").lower()
     assert not set(RESERVED) & set(train_text), "a reserved letter in the training text"
     return sizes
+
+
+def _write(path, pairs):
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{source}\t{target}\n" for source, target, _ in pairs)
+
+
+def _with_rare_letters(rng, pairs):
+    """`pairs` where, in `RARE_PAIRS` pairs per rare letter, one letter of the name (at
+    any position, upper-case at the first) or of the code (upper-case) is replaced by
+    it, in source and target alike; names and codes alternate."""
+    pairs = list(pairs)
+    chosen = rng.sample(range(len(pairs)), len(RARE) * RARE_PAIRS)
+    for count, (index, letter) in enumerate(zip(chosen, RARE * RARE_PAIRS)):
+        source, target, slots = pairs[index]
+        key = "name" if count % 2 == 0 else "code"
+        old = slots[key]
+        position = rng.randrange(len(old)) if key == "name" else rng.randrange(2)
+        if position == 0 or key == "code":
+            letter = letter.upper()
+        new = old[:position] + letter + old[position + 1:]
+        pairs[index] = (source.replace(old, new), target.replace(old, new), {**slots, key: new})
+    return pairs
 
 
 def _spans(target):
@@ -126,6 +165,21 @@ def score(run_dir, test_file, beam_size=1, batch_size=256):
             "pairs": len(pairs), **result, "example": outputs[0]}
 
 
+def placeholders(run_dir, beam_size=1, batch_size=256):
+    """Placeholder exact match of a `gettext:LANG` run on its held-out pairs."""
+    from zoo import datasets, runs  # noqa: PLC0415 - only this command needs TensorFlow
+
+    run = runs.load_run(run_dir)
+    spec = run.config["data"]["spec"]
+    pairs = [(s, t) for s, t in datasets.load(spec).test_pairs if PLACEHOLDER.findall(t)]
+    outputs = runs.translate(run, [source for source, _ in pairs], beam_size=beam_size,
+                             batch_size=batch_size)
+    kept = sum(PLACEHOLDER.findall(output) == PLACEHOLDER.findall(target)
+               for (_, target), output in zip(pairs, outputs))
+    return {"run": str(run_dir), "data": spec, "beam_size": beam_size, "pairs": len(pairs),
+            "placeholders": round(100 * kept / len(pairs), 1), "example": outputs[0]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -136,9 +190,16 @@ def main():
     scores.add_argument("runs", nargs="+")
     scores.add_argument("--test", required=True)
     scores.add_argument("--beam-size", type=int, default=1)
+    marks = commands.add_parser("placeholders", help="placeholders kept, gettext:LANG runs")
+    marks.add_argument("runs", nargs="+")
+    marks.add_argument("--beam-size", type=int, default=1)
     args = parser.parse_args()
     if args.command == "data":
         print(json.dumps(make_data(args.directory, args.seed)))
+        return
+    if args.command == "placeholders":
+        for run in args.runs:
+            print(json.dumps(placeholders(run, args.beam_size), ensure_ascii=False))
         return
     for run in args.runs:
         print(json.dumps(score(run, args.test, args.beam_size), ensure_ascii=False))

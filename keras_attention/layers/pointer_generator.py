@@ -104,20 +104,10 @@ class PointerGenerator(keras.layers.Layer):
         switch = ops.matmul(ops.cast(switch_inputs, "float32"),
                             ops.cast(self.switch_kernel, "float32"))
         switch = switch + ops.cast(self.switch_bias, "float32")  # z (B, T, 1)
-        vocabulary = ops.shape(logits)[-1]
-        copied = copy_mass(attention, source_ids, vocabulary)  # (B, T, V + S)
-        has_copy = copied > 0
-        log_copy = ops.log(ops.where(has_copy, copied, 1.0)) + ops.log_sigmoid(-switch)
-        log_generate = ops.log_softmax(logits, axis=-1) + ops.log_sigmoid(switch)  # (B, T, V)
-        in_vocabulary = ops.where(
-            has_copy[..., :vocabulary],
-            ops.logaddexp(log_generate, log_copy[..., :vocabulary]),
-            log_generate,
-        )
         impossible = _IMPOSSIBLE_FLOAT16 if self.compute_dtype == "float16" else IMPOSSIBLE
-        extended = ops.where(has_copy[..., vocabulary:], log_copy[..., vocabulary:], impossible)
-        log_probs = ops.maximum(ops.concatenate([in_vocabulary, extended], axis=-1), impossible)
-        log_probs = ops.cast(log_probs, self.compute_dtype)
+        log_generate = ops.log_softmax(logits, axis=-1) + ops.log_sigmoid(switch)  # (B, T, V)
+        log_probs = _mix(log_generate, attention, source_ids, switch, impossible)
+        log_probs = ops.cast(ops.maximum(log_probs, impossible), self.compute_dtype)
         p_gen = ops.cast(ops.sigmoid(switch[..., 0]), self.compute_dtype)
         if single_step:
             log_probs, p_gen = log_probs[:, 0], p_gen[:, 0]
@@ -144,27 +134,39 @@ class PointerGenerator(keras.layers.Layer):
         return config
 
 
-def copy_mass(attention, source_ids, vocabulary):
-    """`Σ_{i: x_i = w} a_i` for every extended id w: the attention scattered onto the ids.
+def _mix(log_generate, attention, source_ids, switch, impossible):
+    """`log P` `(B, T, V + S)`: `log_generate` (`log p_gen + log P_vocab`, `(B, T, V)`)
+    extended by S impossible ids, with the copy term mixed in at the source's ids.
 
-    Args:
-        attention: `(B, T, S)` float.
-        source_ids: int `(B, S)`, each in `[0, vocabulary + S)`.
-        vocabulary: V, an int or a scalar int tensor.
-
-    Returns:
-        `(B, T, V + S)`, in the attention's dtype.
+    Only the S columns the source holds change, so the mixture is computed on
+    `(B, T, S)` and written into place: a token's copy mass is the attention summed
+    over the positions holding it (`a · [x_j = x_i]`, an S × S product), and each
+    distinct id is written once, from its first position (the others write to a
+    scratch column that is dropped, so their gradients are zero, not counted twice).
     """
-    batch, length, source = ops.shape(attention)[0], ops.shape(attention)[1], \
-        ops.shape(attention)[2]
-    width = vocabulary + source
-    rows = ops.reshape(ops.arange(batch * length, dtype="int32"), (batch, length, 1))
-    segments = rows * width + ops.expand_dims(ops.cast(source_ids, "int32"), 1)  # (B, T, S)
-    copied = ops.segment_sum(
-        ops.reshape(attention, (-1,)), ops.reshape(segments, (-1,)),
-        num_segments=batch * length * width,
-    )
-    return ops.reshape(copied, (batch, length, width))
+    source_ids = ops.cast(source_ids, "int32")
+    batch, length = ops.shape(attention)[0], ops.shape(attention)[1]
+    source, vocabulary = ops.shape(attention)[2], ops.shape(log_generate)[-1]
+    same = ops.equal(source_ids[:, :, None], source_ids[:, None, :])  # (B, S, S)
+    copied = ops.matmul(attention, ops.cast(same, attention.dtype))  # (B, T, S): Σ_{x_j = x_i} a_j
+    has_copy = copied > 0
+    log_copy = ops.log(ops.where(has_copy, copied, 1.0)) + ops.log_sigmoid(-switch)
+    ids = ops.broadcast_to(source_ids[:, None, :], (batch, length, source))  # (B, T, S)
+    in_vocabulary = ids < vocabulary
+    generated = ops.take_along_axis(log_generate, ops.where(in_vocabulary, ids, 0), axis=-1)
+    generated = ops.where(in_vocabulary, generated, impossible)
+    mixed = ops.where(has_copy, ops.logaddexp(generated, log_copy), generated)  # (B, T, S)
+    # The first position of each id writes; the others write to scratch column V + S.
+    earlier = ops.triu(ops.ones((source, source), "int32"), k=1) > 0  # [j, i]: j < i
+    first = ops.logical_not(ops.any(ops.logical_and(same, earlier[None]), axis=1))  # (B, S)
+    columns = ops.where(first[:, None, :], ids, vocabulary + source)
+    rows = ops.broadcast_to(ops.arange(batch, dtype="int32")[:, None, None], ops.shape(ids))
+    steps = ops.broadcast_to(ops.arange(length, dtype="int32")[None, :, None], ops.shape(ids))
+    indices = ops.reshape(ops.stack([rows, steps, columns], axis=-1), (-1, 3))
+    padding = ops.full((batch, length, source + 1), impossible, log_generate.dtype)
+    full = ops.concatenate([log_generate, padding], axis=-1)  # (B, T, V + S + 1)
+    full = ops.scatter_update(full, indices, ops.reshape(mixed, (-1,)))
+    return full[..., : vocabulary + source]
 
 
 def fixed_vocabulary_ids(ids, vocabulary_size, unknown_id):

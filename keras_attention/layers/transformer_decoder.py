@@ -193,21 +193,22 @@ class TransformerDecoderBlock(TransformerBlockBase):
         x, self_attention_cache = self._sublayer(
             self.self_attention_norm, self_attend, decoder_sequence, training
         )
-        cross_weights = None
+        cross_weights = [None]
         if self.cross_attention is not None:
 
             def cross_attend(h):
-                output, _, _, weights = self.cross_attention.call_with_cache(
+                scores = {"return_attention_scores": True} if return_attention_scores else {}
+                output, _, _, *weights = self.cross_attention.call_with_cache(
                     h, *cross_attention_cache, value_mask=encoder_padding_mask,
-                    training=training, return_attention_scores=True,
+                    training=training, **scores,
                 )
-                return output, weights
+                return (output, *weights)
 
-            x, cross_weights = self._sublayer(self.cross_attention_norm, cross_attend, x,
-                                              training)
+            x, *cross_weights = self._sublayer(self.cross_attention_norm, cross_attend, x,
+                                               training)
         x = self._feed_forward_sublayer(x, training)
         if return_attention_scores:
-            return x, self_attention_cache, cross_weights
+            return x, self_attention_cache, cross_weights[0]
         return x, self_attention_cache
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
