@@ -185,8 +185,10 @@ class PointerGeneratorCrossentropy(MaskedSparseCategoricalCrossentropy):
         log_probs = ops.cast(y_pred, "float32")
         nll = -ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1)[..., 0]
         losses = nll
-        if self.label_smoothing:
-            smooth = -ops.mean(log_probs[..., : self.vocabulary_size], axis=-1)
+        if self.label_smoothing:  # a mask, not a slice: the slice's gradient is slow on CPU
+            in_vocabulary = ops.arange(ops.shape(log_probs)[-1]) < self.vocabulary_size
+            smooth = -ops.sum(ops.where(in_vocabulary, log_probs, 0.0), axis=-1)
+            smooth = smooth / self.vocabulary_size
             losses = (1.0 - self.label_smoothing) * nll + self.label_smoothing * smooth
         return losses * self._mask(y_true, losses.dtype)
 

@@ -2,6 +2,7 @@
 the source (See, Liu & Manning 2017, eqs. 8-9; docs/math.md#the-pointer-generator)."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 # The log-probability of an extended id that no source position holds (and of nothing
@@ -107,7 +108,9 @@ class PointerGenerator(keras.layers.Layer):
         impossible = _IMPOSSIBLE_FLOAT16 if self.compute_dtype == "float16" else IMPOSSIBLE
         log_generate = ops.log_softmax(logits, axis=-1) + ops.log_sigmoid(switch)  # (B, T, V)
         log_probs = _mix(log_generate, attention, source_ids, switch, impossible)
-        log_probs = ops.cast(ops.maximum(log_probs, impossible), self.compute_dtype)
+        if self.compute_dtype == "float16":  # keep -inf out of float16's narrow range
+            log_probs = ops.maximum(log_probs, impossible)
+        log_probs = ops.cast(log_probs, self.compute_dtype)
         p_gen = ops.cast(ops.sigmoid(switch[..., 0]), self.compute_dtype)
         if single_step:
             log_probs, p_gen = log_probs[:, 0], p_gen[:, 0]
@@ -140,9 +143,9 @@ def _mix(log_generate, attention, source_ids, switch, impossible):
 
     Only the S columns the source holds change, so the mixture is computed on
     `(B, T, S)` and written into place: a token's copy mass is the attention summed
-    over the positions holding it (`a · [x_j = x_i]`, an S × S product), and each
-    distinct id is written once, from its first position (the others write to a
-    scratch column that is dropped, so their gradients are zero, not counted twice).
+    over the positions holding it (`a · [x_j = x_i]`, an S × S product). Positions
+    holding the same id write the same value; only the first of them passes the
+    gradient on, so that it is not counted once per position.
     """
     source_ids = ops.cast(source_ids, "int32")
     batch, length = ops.shape(attention)[0], ops.shape(attention)[1]
@@ -153,20 +156,18 @@ def _mix(log_generate, attention, source_ids, switch, impossible):
     log_copy = ops.log(ops.where(has_copy, copied, 1.0)) + ops.log_sigmoid(-switch)
     ids = ops.broadcast_to(source_ids[:, None, :], (batch, length, source))  # (B, T, S)
     in_vocabulary = ids < vocabulary
-    generated = ops.take_along_axis(log_generate, ops.where(in_vocabulary, ids, 0), axis=-1)
+    generated = tf.gather(log_generate, ops.where(in_vocabulary, ids, 0), batch_dims=2)
     generated = ops.where(in_vocabulary, generated, impossible)
     mixed = ops.where(has_copy, ops.logaddexp(generated, log_copy), generated)  # (B, T, S)
-    # The first position of each id writes; the others write to scratch column V + S.
     earlier = ops.triu(ops.ones((source, source), "int32"), k=1) > 0  # [j, i]: j < i
     first = ops.logical_not(ops.any(ops.logical_and(same, earlier[None]), axis=1))  # (B, S)
-    columns = ops.where(first[:, None, :], ids, vocabulary + source)
+    mixed = ops.where(first[:, None, :], mixed, ops.stop_gradient(mixed))
     rows = ops.broadcast_to(ops.arange(batch, dtype="int32")[:, None, None], ops.shape(ids))
     steps = ops.broadcast_to(ops.arange(length, dtype="int32")[None, :, None], ops.shape(ids))
-    indices = ops.reshape(ops.stack([rows, steps, columns], axis=-1), (-1, 3))
-    padding = ops.full((batch, length, source + 1), impossible, log_generate.dtype)
-    full = ops.concatenate([log_generate, padding], axis=-1)  # (B, T, V + S + 1)
-    full = ops.scatter_update(full, indices, ops.reshape(mixed, (-1,)))
-    return full[..., : vocabulary + source]
+    indices = ops.reshape(ops.stack([rows, steps, ids], axis=-1), (-1, 3))
+    extra = ops.full((batch, length, source), impossible, log_generate.dtype)
+    full = ops.concatenate([log_generate, extra], axis=-1)  # (B, T, V + S)
+    return tf.tensor_scatter_nd_update(full, indices, ops.reshape(mixed, (-1,)))
 
 
 def fixed_vocabulary_ids(ids, vocabulary_size, unknown_id):
