@@ -6,6 +6,7 @@ person's name and a reference code (`QX-731`) that the target must repeat verbat
     python tools/copy_experiment.py data DIR     # DIR/{train,train_unk,test_new,test_oov}.tsv
     python tools/copy_experiment.py score RUN [RUN ...] --test DIR/test_new.tsv [--beam-size 4]
     python tools/copy_experiment.py placeholders RUN [RUN ...]   # a gettext:LANG run's test split
+    python tools/copy_experiment.py cost [--vocabulary 8000]      # a training step, copy or not
 
 - `train.tsv`: names and codes from a fixed training pool, over the letters without
   j, q, x, z (no training sentence holds those four letters, in either case);
@@ -26,6 +27,10 @@ match (the output equals the target).
 `placeholders` decodes the held-out pairs of a `gettext:LANG` run whose target holds
 printf-style placeholders (`%s`, `%d`, `%(name)s`, `%1$s`, `{0}`, …) and reports the
 share whose output holds the target's placeholders in the same order.
+
+`cost` times one training step (`train_on_batch`, batch 64, 20 source and 20 target
+tokens, random ids) of `transformer-tiny` and `seq2seq-bahdanau-small` with and
+without copy, interleaved, 3 rounds of 10 steps, and prints each round's mean.
 """
 
 import argparse
@@ -33,6 +38,7 @@ import json
 import pathlib
 import random
 import re
+import time
 
 TEMPLATES = (
     ("please send the parcel to {name} , reference {code} .",
@@ -180,6 +186,34 @@ def placeholders(run_dir, beam_size=1, batch_size=256):
             "placeholders": round(100 * kept / len(pairs), 1), "example": outputs[0]}
 
 
+def cost(vocabulary=8000, rounds=3, steps=10):
+    """Mean milliseconds of a training step per model and round, with and without copy."""
+    import numpy as np  # noqa: PLC0415 - only `cost` needs NumPy and TensorFlow
+
+    import zoo  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, vocabulary, (64, 20)).astype("int32")
+    target, labels = (rng.integers(4, vocabulary, (64, 20)).astype("int32") for _ in range(2))
+    models = {}
+    for name in ("transformer-tiny", "seq2seq-bahdanau-small"):
+        for copy in (False, True):
+            model = zoo.get(name, vocabulary_size=vocabulary, copy=copy)
+            inputs = {"source": source, "target": target}
+            if copy:
+                inputs["source_extended"] = source
+            model.train_on_batch(inputs, labels)  # trace
+            models[f"{name}, copy={copy}"] = (model, inputs)
+    times = {key: [] for key in models}
+    for _ in range(rounds):
+        for key, (model, inputs) in models.items():
+            started = time.perf_counter()
+            for _ in range(steps):
+                model.train_on_batch(inputs, labels)
+            times[key].append(round((time.perf_counter() - started) / steps * 1000))
+    return {"vocabulary": vocabulary, "ms_per_step": times}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -193,7 +227,12 @@ def main():
     marks = commands.add_parser("placeholders", help="placeholders kept, gettext:LANG runs")
     marks.add_argument("runs", nargs="+")
     marks.add_argument("--beam-size", type=int, default=1)
+    costs = commands.add_parser("cost", help="time a training step with and without copy")
+    costs.add_argument("--vocabulary", type=int, default=8000)
     args = parser.parse_args()
+    if args.command == "cost":
+        print(json.dumps(cost(args.vocabulary)))
+        return
     if args.command == "data":
         print(json.dumps(make_data(args.directory, args.seed)))
         return
