@@ -19,6 +19,7 @@ from keras_attention.layers import (
     MultiHeadAttention,
     MultiResolutionAttention,
     PatchEmbedding,
+    PointerGenerator,
     PositionEmbedding,
     PositionwiseFeedForward,
     SequencePooling,
@@ -28,7 +29,7 @@ from keras_attention.layers import (
     TransformerEncoderBlock,
 )
 from keras_attention.layers.causal_convolution import receptive_field
-from keras_attention.losses import MaskedSparseCategoricalCrossentropy
+from keras_attention.losses import MaskedSparseCategoricalCrossentropy, PointerGeneratorCrossentropy
 from keras_attention.metrics import MaskedAccuracy
 from keras_attention.ops import (
     additive_scores,
@@ -56,6 +57,8 @@ __all__ = [
     "MultiHeadAttention",
     "MultiResolutionAttention",
     "PatchEmbedding",
+    "PointerGenerator",
+    "PointerGeneratorCrossentropy",
     "PositionEmbedding",
     "PositionwiseFeedForward",
     "SequencePooling",

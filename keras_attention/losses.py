@@ -145,3 +145,55 @@ def _squeeze_labels(y_true, y_pred):
     if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
         return ops.squeeze(y_true, axis=-1)
     return y_true
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class PointerGeneratorCrossentropy(MaskedSparseCategoricalCrossentropy):
+    """The negative log-likelihood of a pointer-generator's mixture, ignoring padding.
+
+    `y_pred` are the log-probabilities `log P` over the extended vocabulary
+    (`ka.PointerGenerator`'s output, `(B, T, V + S)`), used as they are: the
+    loss of a label `y` is `-log P(y)`, where `y` may be a source token's
+    temporary id `V + k` (See et al. 2017, eq. 6). With label smoothing ε the
+    target puts `1 - ε` on the label and spreads ε evenly over the fixed
+    vocabulary only, `-(1 - ε) log P(y) - (ε / V) Σ_{w < V} log P(w)`: the
+    extended ids are the source's own, most of them empty (`log P` = -1e9), so
+    smoothing onto them would be meaningless. The reduction and the
+    distributed scaling are `MaskedSparseCategoricalCrossentropy`'s.
+
+    Args:
+        vocabulary_size: V, the size of the fixed vocabulary.
+        pad_id: the label id to ignore.
+        label_smoothing: ε in [0, 1).
+        reduction: as in `MaskedSparseCategoricalCrossentropy`.
+
+    Inputs:
+        y_true: int labels `(B, T)`, in `[0, V + S)`.
+        y_pred: log-probabilities `(B, T, V + S)`.
+    """
+
+    def __init__(self, vocabulary_size, pad_id=0, label_smoothing=0.0,
+                 reduction="sum_over_batch_size", name="pointer_generator_crossentropy",
+                 dtype=None):
+        super().__init__(pad_id=pad_id, label_smoothing=label_smoothing, from_logits=True,
+                         reduction=reduction, name=name, dtype=dtype)
+        self.vocabulary_size = vocabulary_size
+
+    def call(self, y_true, y_pred):
+        """Per-token losses `(B, T)`, 0 at padding."""
+        y_true = _squeeze_labels(ops.cast(y_true, "int32"), y_pred)
+        log_probs = ops.cast(y_pred, "float32")
+        nll = -ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1)[..., 0]
+        losses = nll
+        if self.label_smoothing:  # a mask, not a slice: the slice's gradient is slow on CPU
+            in_vocabulary = ops.arange(ops.shape(log_probs)[-1]) < self.vocabulary_size
+            smooth = -ops.sum(ops.where(in_vocabulary, log_probs, 0.0), axis=-1)
+            smooth = smooth / self.vocabulary_size
+            losses = (1.0 - self.label_smoothing) * nll + self.label_smoothing * smooth
+        return losses * self._mask(y_true, losses.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("from_logits")
+        config["vocabulary_size"] = self.vocabulary_size
+        return config

@@ -248,6 +248,17 @@ LAYER_CASES = {
         {},
         (),
     ),
+    "pointer_generator": (
+        lambda: ka.PointerGenerator(name="pointer_generator"),
+        {
+            "logits": _x(B, 4, 9),
+            "attention": np.abs(_x(B, 4, L, seed=1)) * PADDING[:, None, :],
+            "source_ids": IDS,  # 9 = V + 0: a source token outside the vocabulary
+            "switch_inputs": _x(B, 4, 6, seed=2),
+        },
+        {"return_switch": True},
+        (),
+    ),
     "sequence_pooling": (
         lambda: ka.SequencePooling(name="pooling"),
         {"inputs": _x(B, L, D), "mask": PADDING},

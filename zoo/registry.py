@@ -77,11 +77,14 @@ class TranslationConfig:
 
     def signature(self):
         """The inputs and outputs of the built model, as `zoo.describe` prints them."""
-        return (
-            {"source": "int32 (batch, source_length), 0 = padding",
-             "target": "int32 (batch, target_length), decoder input starting with [START]"},
-            {"logits": f"float32 (batch, target_length, {self.target_vocab})"},
-        )
+        inputs = {"source": "int32 (batch, source_length), 0 = padding",
+                  "target": "int32 (batch, target_length), decoder input starting with [START]"}
+        if getattr(self, "copy", False):  # a pointer-generator (zoo.text.copying)
+            inputs["source_extended"] = ("int32 (batch, source_length), the source's ids in the "
+                                         "extended target vocabulary")
+            return inputs, {"log_probs": "float32 (batch, target_length, "
+                                         f"{self.target_vocab} + source_length)"}
+        return inputs, {"logits": f"float32 (batch, target_length, {self.target_vocab})"}
 
 
 # === Registration ===

@@ -12,8 +12,20 @@ With `attention="monotonic"` (Raffel et al., 2017) or `"mocha"` (Chiu & Raffel,
 2018) the attention is monotonic: expected alignments in training, a hard head
 that only moves forward at inference; the state carries `α_{t-1}` too.
 
+With `copy=True` the output is a pointer-generator's (See et al. 2017,
+`ka.PointerGenerator`): `p_gen = σ(w_cᵀ c_t + w_sᵀ s_{t-1} + w_xᵀ E y_{t-1} + b)`
+from the features the output layer sees (the paper's decoder state `s_t` has read
+`x_t`; here `s_{t-1}` and `E y_{t-1}` are that state's two halves), and the copy
+distribution is the alignment `α_t`. With `coverage=True` the alignment model also
+sees the coverage vector `Σ_{t'<t} α_{t'}` (See et al. §2.3), which the decoder state
+carries, and the loss gains `coverage_weight · Σ_i min(α_{t,i}, coverage_{t,i})` per
+target token (docs/math.md#the-pointer-generator).
+
 Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing,
-0 = padding), output logits `(B, T, V)`.
+0 = padding), output logits `(B, T, V)`. With `copy=True`, also
+`"source_extended"` int32 (B, S), the source's ids in the extended target
+vocabulary (`zoo.text.copying`), and the output is `log P` over it, `(B, T, V + S)`;
+target ids `>= V` (copies) are read as `[UNK]`.
 """
 
 import dataclasses
@@ -23,8 +35,10 @@ from keras import ops
 
 import keras_attention as ka
 from keras_attention import checks
+from keras_attention.layers.pointer_generator import fixed_vocabulary_ids
 from zoo import registry
 from zoo.errors import ZooError
+from zoo.text.special import UNK_ID
 
 # Bahdanau et al. (2015); Chorowski et al. (2015); Raffel et al. (2017); Chiu & Raffel (2018)
 ATTENTIONS = ("additive", "location", "monotonic", "mocha")
@@ -42,6 +56,10 @@ class Seq2SeqConfig(registry.TranslationConfig):
     step's alignment join the additive score. `attention="monotonic"` is
     `ka.MonotonicAttention` (`sigmoid_noise`, `score_bias_init`: its noise and the
     initial r), `attention="mocha"` the same with chunks of `mocha_chunk_size`.
+    `copy=True` makes the output a
+    pointer-generator's (`ka.PointerGenerator`) and `coverage=True` adds See et
+    al.'s coverage, with its loss weighted by `coverage_weight`; label smoothing
+    then spreads over the fixed target vocabulary only.
     """
 
     vocabulary_size: int = 30000
@@ -59,6 +77,9 @@ class Seq2SeqConfig(registry.TranslationConfig):
     mocha_chunk_size: int = 3
     sigmoid_noise: float = 1.0
     score_bias_init: float = -1.0
+    copy: bool = False  # pointer-generator output (See et al. 2017)
+    coverage: bool = False  # coverage in the attention energy and the loss (See et al. §2.3)
+    coverage_weight: float = 1.0  # λ of the coverage loss
     dropout: float = 0.0
     max_length: int = 256
     # Training recipe.
@@ -78,6 +99,9 @@ class Seq2SeqConfig(registry.TranslationConfig):
         checks.check_fields(self, checks.check_positive_int, "source_vocabulary_size",
                             "target_vocabulary_size", allow_none=True)
         checks.check_fields(self, checks.check_rate, "dropout", "label_smoothing")
+        for name in ("copy", "coverage"):
+            checks.check(name, getattr(self, name), "a bool", isinstance(getattr(self, name), bool))
+        checks.check_number("coverage_weight", self.coverage_weight, 0)
         checks.check_choice("cell", self.cell, ("gru", "lstm"))
         checks.check_choice("attention", self.attention, ATTENTIONS)
         checks.check_fields(self, checks.check_positive_number, "learning_rate", "clipnorm")
@@ -108,9 +132,13 @@ class Seq2SeqConfig(registry.TranslationConfig):
             attention += a + 2
         if self.attention == "mocha":  # the chunk energy: W_c, U_c, b_c, v_c
             attention += dec * a + 2 * enc * a + 2 * a
+        if self.coverage:  # w_c (a)
+            attention += a
         decoder = self._cell_params(e + 2 * enc, dec)
         maxout = (dec + e + 2 * enc) * 2 * m + 2 * m
         output = m * self.target_vocab + self.target_vocab
+        if self.copy:  # the switch: w over [c_t; s_{t-1}; E y_{t-1}], and b
+            output += 2 * enc + dec + e + 1
         return embeddings + encoder + initial_state + attention + decoder + maxout + output
 
 
@@ -128,6 +156,13 @@ class BahdanauDecoder(keras.layers.Layer):
     first position to start): expected alignments when training, hard ones (the head
     never moves back) at inference.
 
+    With `coverage=True` (See et al. 2017, §2.3) the energy also sees the
+    coverage vector `cov_t = Σ_{t'<t} α_{t'}`: `w_c cov_{t,j}` joins `U_a h_j`
+    inside the tanh, and the state carries `cov_t` `(B, S)` last (zeros at the
+    start). `call` then adds the coverage loss
+    `coverage_weight · Σ_j min(α_{t,j}, cov_{t,j})`, averaged over the target
+    tokens of `target_mask`, to the layer's losses.
+
     Args:
         units: decoder state size.
         attention_units: the alignment model's hidden size.
@@ -139,6 +174,8 @@ class BahdanauDecoder(keras.layers.Layer):
         mocha_chunk_size: w, MoChA's chunk width (`attention="mocha"` only).
         sigmoid_noise: the pre-sigmoid noise of monotonic attention in training.
         score_bias_init: the initial scalar bias r of monotonic attention.
+        coverage: add the coverage vector to the energy, and the coverage loss.
+        coverage_weight: λ, the coverage loss's weight.
 
     Call arguments:
         target_embeddings: `E y_{t-1}` for every step, `(B, T, E)`.
@@ -146,6 +183,8 @@ class BahdanauDecoder(keras.layers.Layer):
         initial_state: list of the cell's states, each `(B, units)` (or
             them stacked, `(n, B, units)`).
         annotations_mask: `(B, S)`, True for real source positions.
+        target_mask: `(B, T)`, True for real target positions (the coverage
+            loss's average).
         training: whether the cell's dropout is active.
 
     Returns:
@@ -155,7 +194,8 @@ class BahdanauDecoder(keras.layers.Layer):
 
     def __init__(self, units, attention_units, cell="gru", attention="additive",
                  location_filters=10, location_kernel_size=15, mocha_chunk_size=3,
-                 sigmoid_noise=1.0, score_bias_init=-1.0, **kwargs):
+                 sigmoid_noise=1.0, score_bias_init=-1.0, coverage=False, coverage_weight=1.0,
+                 **kwargs):
         super().__init__(**kwargs)
         if attention not in ATTENTIONS:
             raise ValueError(f"`attention` must be one of {ATTENTIONS}; received {attention!r}.")
@@ -168,6 +208,8 @@ class BahdanauDecoder(keras.layers.Layer):
         self.mocha_chunk_size = mocha_chunk_size
         self.sigmoid_noise = sigmoid_noise
         self.score_bias_init = score_bias_init
+        self.coverage = coverage
+        self.coverage_weight = coverage_weight
         self.attention = self._make_attention()
         cell_class = keras.layers.GRUCell if cell == "gru" else keras.layers.LSTMCell
         self.cell = cell_class(units, dtype=self.dtype_policy, name=f"{cell}_cell")
@@ -190,27 +232,44 @@ class BahdanauDecoder(keras.layers.Layer):
         """Whether the recurrent state ends with the previous alignment `α_{t-1}`."""
         return self.attention_type in ("location",) + MONOTONIC
 
+    def _split_states(self, states):
+        """The recurrent state -> (the cell's states, α_{t-1} or None, cov_t or None)."""
+        states = list(states)
+        coverage = states.pop() if self.coverage else None
+        alignment = states.pop() if self.carries_alignment else None
+        return states, alignment, coverage
+
     def build(self, target_embeddings_shape, annotations_shape, initial_state_shape=None):
         if self.carries_alignment:
             self.attention.build((None, self.units), annotations_shape, annotations_shape[:2])
         else:
             self.attention.build((None, self.units), annotations_shape)
         self.cell.build((None, target_embeddings_shape[-1] + annotations_shape[-1]))
+        if self.coverage:
+            self.coverage_kernel = self.add_weight(
+                name="coverage_kernel", shape=(self.attention_units,),
+                initializer="glorot_uniform",
+            )  # w_c
         self.built = True
 
     def get_initial_state(self, cell_states, annotations, annotations_mask=None):
-        """The recurrent state of step 1: the cell's states, then `α_0` with location attention."""
+        """The recurrent state of step 1: the cell's states, then `α_0` with location
+        attention, then `cov_1 = 0` with coverage."""
         states = list(cell_states)
         if self.carries_alignment:
             states.append(self.attention.initial_alignment(annotations, annotations_mask))
+        if self.coverage:
+            states.append(ops.zeros_like(annotations[:, :, 0]))
         return states
 
     def step(self, embedded, states, annotations, projected_key, annotations_mask, training=None):
         """One step: `(B, E)`, states (from `get_initial_state`) -> new states, `s_{t-1}`,
         `c_t`, `α_t`."""
         previous = states[0]
-        cell_states = states[:-1] if self.carries_alignment else states
-        location = (states[-1],) if self.carries_alignment else ()  # α_{t-1}
+        cell_states, last_alignment, coverage = self._split_states(states)
+        location = (last_alignment,) if self.carries_alignment else ()  # α_{t-1}
+        if self.coverage:  # U_a h_j + w_c cov_{t,j}
+            projected_key = projected_key + coverage[:, :, None] * self.coverage_kernel
         monotonic = self.attention_type in MONOTONIC
         # Monotonic attention: expected alignments in training, hard ones otherwise; the
         # state carries α_t, the weights (MoChA's β_t) go out.
@@ -229,10 +288,13 @@ class BahdanauDecoder(keras.layers.Layer):
         )
         carried = carried or [alignment]
         new_states = list(new_states) + (carried if self.carries_alignment else [])
+        if self.coverage:
+            new_states.append(coverage + alignment)
         return new_states, previous, context, alignment
 
     def call(
-        self, target_embeddings, annotations, initial_state, annotations_mask=None, training=None
+        self, target_embeddings, annotations, initial_state, annotations_mask=None,
+        target_mask=None, training=None,
     ):
         projected_key = self.attention.project_key(annotations)  # U_a h, once per sequence
         steps = ops.transpose(target_embeddings, (1, 0, 2))  # (T, B, E)
@@ -259,10 +321,13 @@ class BahdanauDecoder(keras.layers.Layer):
 
         _, stacked = ops.scan(scan_step, states + outputs, steps)
         previous, contexts, alignments = stacked[len(states):]  # each (T, B, …)
+        alignments = ops.transpose(alignments, (1, 0, 2))  # (B, T, S)
+        if self.coverage and self.coverage_weight:
+            self.add_loss(self.coverage_weight * coverage_loss(alignments, target_mask))
         return (
             ops.transpose(previous, (1, 0, 2)),
             ops.transpose(contexts, (1, 0, 2)),
-            ops.transpose(alignments, (1, 0, 2)),
+            alignments,
         )
 
     def compute_output_spec(self, target_embeddings, annotations, initial_state, **kwargs):
@@ -283,9 +348,27 @@ class BahdanauDecoder(keras.layers.Layer):
             attention=self.attention_type, location_filters=self.location_filters,
             location_kernel_size=self.location_kernel_size,
             mocha_chunk_size=self.mocha_chunk_size, sigmoid_noise=self.sigmoid_noise,
-            score_bias_init=self.score_bias_init,
+            score_bias_init=self.score_bias_init, coverage=self.coverage,
+            coverage_weight=self.coverage_weight,
         )
         return config
+
+
+def coverage_loss(alignments, target_mask=None):
+    """See et al.'s coverage loss: the mean over the real target tokens of
+    `Σ_j min(α_{t,j}, cov_{t,j})`, `cov_t = Σ_{t'<t} α_{t'}` (a scalar).
+
+    Args:
+        alignments: `α`, `(B, T, S)`.
+        target_mask: `(B, T)`, True for real target tokens; None: all.
+    """
+    alignments = ops.cast(alignments, "float32")
+    coverage = ops.cumsum(alignments, axis=1) - alignments  # Σ_{t'<t} α_{t'}
+    per_token = ops.sum(ops.minimum(alignments, coverage), axis=-1)  # (B, T)
+    if target_mask is None:
+        return ops.mean(per_token)
+    mask = ops.cast(target_mask, "float32")
+    return ops.divide_no_nan(ops.sum(per_token * mask), ops.sum(mask))
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -361,14 +444,31 @@ def _make_layers(config):
             attention=config.attention, location_filters=config.location_filters,
             location_kernel_size=config.location_kernel_size,
             mocha_chunk_size=config.mocha_chunk_size, sigmoid_noise=config.sigmoid_noise,
-            score_bias_init=config.score_bias_init, name="decoder",
+            score_bias_init=config.score_bias_init, coverage=config.coverage,
+            coverage_weight=config.coverage_weight, name="decoder",
         ),
         "maxout_projection": keras.layers.Dense(2 * config.maxout_units, name="maxout_projection"),
         "maxout": Maxout(config.maxout_units, name="maxout"),
         "output_dropout": keras.layers.Dropout(config.dropout, name="output_dropout"),
         "output_projection": keras.layers.Dense(config.target_vocab, name="output_projection"),
         "logits": keras.layers.Activation("linear", dtype="float32", name="logits"),
+        **({"pointer_generator": ka.PointerGenerator(dtype="float32", name="pointer_generator")}
+           if config.copy else {}),
     }
+
+
+def fixed_vocabulary(target, vocabulary_size):
+    """Decoder inputs in the extended vocabulary -> the fixed one: a copied token's id
+    `>= V` becomes `[UNK]` (See et al. 2017 feed `[UNK]` for a copied OOV word)."""
+    return fixed_vocabulary_ids(target, vocabulary_size, UNK_ID)
+
+
+def copy_output(layers, logits, alignments, source_extended, previous_states, embedded,
+                contexts):
+    """The pointer-generator's `log P` `(B, T, V + S)` (or one step, `(B, V + S)`): the switch
+    sees `[c_t; s_{t-1}; E y_{t-1}]`, the copy distribution is the alignment `α_t`."""
+    features = ops.concatenate([contexts, previous_states, embedded], axis=-1)
+    return layers["pointer_generator"](logits, alignments, source_extended, features)
 
 
 def build(config):
@@ -376,20 +476,33 @@ def build(config):
     layers = _make_layers(config)
     source = keras.Input((None,), dtype="int32", name="source")
     target = keras.Input((None,), dtype="int32", name="target")
+    inputs = {"source": source, "target": target}
     annotations, initial_state, source_mask = encode(layers, source)
-    embedded = layers["target_dropout"](layers["target_embedding"](target))
-    previous, contexts, _ = layers["decoder"](
-        embedded, annotations, initial_state, annotations_mask=source_mask
+    decoder_input = fixed_vocabulary(target, config.target_vocab) if config.copy else target
+    embedded = layers["target_dropout"](layers["target_embedding"](decoder_input))
+    previous, contexts, alignments = layers["decoder"](
+        embedded, annotations, initial_state, annotations_mask=source_mask,
+        **({"target_mask": ops.not_equal(target, 0)} if config.coverage else {}),
     )
     logits = output_logits(layers, previous, embedded, contexts)
-    return keras.Model({"source": source, "target": target}, logits, name="seq2seq_bahdanau")
+    if config.copy:
+        inputs["source_extended"] = keras.Input((None,), dtype="int32", name="source_extended")
+        logits = copy_output(layers, logits, alignments, inputs["source_extended"], previous,
+                             embedded, contexts)
+    return keras.Model(inputs, logits, name="seq2seq_bahdanau")
 
 
 def compile_model(model, config):
-    """Adam with gradient-norm clipping, masked cross-entropy, masked accuracy."""
+    """Adam with gradient-norm clipping, masked cross-entropy (with `copy`: the mixture's
+    negative log-likelihood), masked accuracy."""
+    if config.copy:
+        loss = ka.PointerGeneratorCrossentropy(config.target_vocab,
+                                               label_smoothing=config.label_smoothing)
+    else:
+        loss = ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing)
     model.compile(
         optimizer=keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm),
-        loss=ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
+        loss=loss,
         metrics=[ka.MaskedAccuracy()],
         jit_compile=config.jit_compile,
     )
@@ -401,6 +514,8 @@ def attention_weights(model, inputs):
     source = ops.convert_to_tensor(inputs["source"], "int32")
     target = ops.convert_to_tensor(inputs["target"], "int32")
     annotations, initial_state, source_mask = encode(layers, source)
+    if "pointer_generator" in layers:
+        target = fixed_vocabulary(target, layers["target_embedding"].input_dim)
     embedded = layers["target_embedding"](target)
     _, _, alignments = layers["decoder"](
         embedded, annotations, initial_state, annotations_mask=source_mask

@@ -8,6 +8,7 @@ from keras_attention.layers.location_aware import LocationAwareAttention
 from keras_attention.layers.monotonic import MonotonicAttention
 from keras_attention.layers.multi_head import MultiHeadAttention
 from keras_attention.layers.multi_resolution import MultiResolutionAttention
+from keras_attention.layers.pointer_generator import PointerGenerator
 from keras_attention.layers.positional import (
     PositionEmbedding,
     SinusoidalPositionalEncoding,
@@ -28,6 +29,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiResolutionAttention",
     "PatchEmbedding",
+    "PointerGenerator",
     "PositionEmbedding",
     "PositionwiseFeedForward",
     "SequencePooling",

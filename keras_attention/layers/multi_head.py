@@ -291,7 +291,8 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.zeros(key_shape, dtype), ops.zeros((batch_size, n, length, hv), dtype)
 
     def call_with_cache(
-        self, query, key_cache, value_cache, cache_index=None, value_mask=None, training=None
+        self, query, key_cache, value_cache, cache_index=None, value_mask=None, training=None,
+        return_attention_scores=False,
     ):
         """Attention of new queries against cached keys and values (incremental decoding).
 
@@ -312,9 +313,11 @@ class MultiHeadAttention(keras.layers.Layer):
             cache_index: int or scalar int tensor, the position of `query[:, 0]`.
             value_mask: `(B, L)` or `(B, S)`, True for keys that may be attended.
             training: whether attention dropout is active.
+            return_attention_scores: also return the weights `(B, N, T, L)`.
 
         Returns:
-            `(output (B, T, Do), key_cache, value_cache)`, the buffers updated.
+            `(output (B, T, Do), key_cache, value_cache)`, the buffers updated (and
+            with `return_attention_scores`, the weights last).
         """
         if len(query.shape) != 3:
             raise ValueError(
@@ -336,10 +339,13 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = kv_cache.cache_mask(
             value_mask, index, ops.shape(query)[1], ops.shape(value_cache)[2]
         )  # (B, 1, T, L)
-        heads, _ = self._attend(
+        heads, weights = self._attend(
             q, key_cache, value_cache, mask, training, matmul=kv_cache.batched_matmul
         )  # (B, N, T, Hv)
-        return self._combine_heads(heads, query), key_cache, value_cache
+        output = self._combine_heads(heads, query)
+        if return_attention_scores:
+            return output, key_cache, value_cache, weights
+        return output, key_cache, value_cache
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         out_dim = self.output_dim or query_shape[-1]

@@ -152,6 +152,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         cross_attention_cache=None,
         encoder_padding_mask=None,
         training=None,
+        return_attention_scores=False,
     ):
         """The block for new target positions only, reusing cached keys and values.
 
@@ -168,9 +169,12 @@ class TransformerDecoderBlock(TransformerBlockBase):
                 (required when the block has cross-attention).
             encoder_padding_mask: `(B, S)`, True for real source tokens.
             training: whether dropout is active.
+            return_attention_scores: also return the cross-attention weights
+                `(B, N, T, S)` (what a pointer-generator copies with).
 
         Returns:
-            `(outputs (B, T, D), self_attention_cache)` with the new positions written.
+            `(outputs (B, T, D), self_attention_cache)` with the new positions written
+            (and with `return_attention_scores`, the cross-attention weights last).
         """
         self._check_cross_attention(cross_attention_cache is not None, "a `cross_attention_cache`")
         if self.attention == "linear":  # the cache is the recurrent state (S, z)
@@ -189,17 +193,22 @@ class TransformerDecoderBlock(TransformerBlockBase):
         x, self_attention_cache = self._sublayer(
             self.self_attention_norm, self_attend, decoder_sequence, training
         )
+        cross_weights = [None]
         if self.cross_attention is not None:
 
             def cross_attend(h):
-                output, _, _ = self.cross_attention.call_with_cache(
+                scores = {"return_attention_scores": True} if return_attention_scores else {}
+                output, _, _, *weights = self.cross_attention.call_with_cache(
                     h, *cross_attention_cache, value_mask=encoder_padding_mask,
-                    training=training,
+                    training=training, **scores,
                 )
-                return output
+                return (output, *weights)
 
-            (x,) = self._sublayer(self.cross_attention_norm, cross_attend, x, training)
+            x, *cross_weights = self._sublayer(self.cross_attention_norm, cross_attend, x,
+                                               training)
         x = self._feed_forward_sublayer(x, training)
+        if return_attention_scores:
+            return x, self_attention_cache, cross_weights[0]
         return x, self_attention_cache
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):

@@ -33,6 +33,7 @@ model's `pad_id`, which its loss ignores).
 import tensorflow as tf
 
 from keras_attention.checks import check_int
+from zoo.datasets.copy_examples import copy_teacher_forcing
 from zoo.text.special import encode_sources, special_ids
 
 
@@ -90,6 +91,7 @@ def make_translation_dataset(
     shuffle_buffer_size=None,
     tokenize_batch_size=1024,
     batch_tokens=None,
+    copy=False,
 ):
     """Pairs of strings -> padded teacher-forcing batches (see the module docstring).
 
@@ -123,10 +125,14 @@ def make_translation_dataset(
             more than `batch_tokens` positions in `source` or `target`. Short
             sentences come in large batches, long ones in small. Needs
             `bucket_boundaries`.
+        copy: for a copying model (pointer-generator): the inputs also hold
+            `"source_extended"` int32 (B, S), the source's ids in the extended
+            target vocabulary, and `labels` (and `target`, shifted) ask for a copy
+            with a source token's temporary id `V + k` (`zoo.text.copying`).
 
     Returns:
         `tf.data.Dataset` of `({"source": int32 (B, S), "target": int32
-        (B, T)}, labels int32 (B, T))`.
+        (B, T)}, labels int32 (B, T))` (with `copy`, also `"source_extended"`).
     """
     sources, targets = _check_pairs(pairs)
     _check_options(source_tokenizer, target_tokenizer, batch_size, max_length,
@@ -143,8 +149,9 @@ def make_translation_dataset(
         dataset = dataset.shuffle(
             shuffle_buffer_size or len(sources), seed=seed, reshuffle_each_iteration=True
         )
-    dataset = _teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_length,
-                               tokenize_batch_size)
+    teacher_forcing = copy_teacher_forcing if copy else _teacher_forcing
+    dataset = teacher_forcing(dataset, source_tokenizer, target_tokenizer, ids, max_length,
+                              tokenize_batch_size)
     # unbatch hides the size; restore it so padded batches have a known count.
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(sources)))
     # (S,), (T,), (T,) per example
@@ -153,13 +160,18 @@ def make_translation_dataset(
         sizes = bucket_batch_sizes(bucket_boundaries, max_length, batch_size, batch_tokens)
     dataset = _padded_batches(dataset, batch_size, bucket_boundaries, sizes, ids["pad"],
                               drop_remainder)
-    dataset = dataset.map(
-        lambda source, target, labels: ({"source": source, "target": target}, labels),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    dataset = dataset.map(_inputs_and_labels, num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
     return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _inputs_and_labels(source, *rest):
+    """`(source, [source_extended,] target, labels)` -> `(inputs, labels)`."""
+    inputs = {"source": source, "target": rest[-2]}
+    if len(rest) == 3:
+        inputs["source_extended"] = rest[0]
+    return inputs, rest[-1]
 
 
 def _check_options(source_tokenizer, target_tokenizer, batch_size, max_length,
@@ -223,15 +235,16 @@ def bucket_batch_sizes(bucket_boundaries, max_length, batch_size, batch_tokens=N
 def _padded_batches(dataset, batch_size, bucket_boundaries, sizes, pad_id, drop_remainder):
     """Examples -> batches padded with `pad_id`, by length bucket (of `sizes` examples)
     when there are boundaries."""
-    padded_shapes = ([None], [None], [None])
-    padding_values = (tf.constant(pad_id, tf.int32),) * 3
+    size = len(dataset.element_spec)  # (source, [source_extended,] target, labels)
+    padded_shapes = ([None],) * size
+    padding_values = (tf.constant(pad_id, tf.int32),) * size
     if bucket_boundaries is None:
         return dataset.padded_batch(
             batch_size, padded_shapes, padding_values, drop_remainder=drop_remainder
         )
     return dataset.bucket_by_sequence_length(
-        element_length_func=lambda source, target, labels: tf.maximum(
-            tf.shape(source)[0], tf.shape(target)[0]
+        element_length_func=lambda source, *rest: tf.maximum(
+            tf.shape(source)[0], tf.shape(rest[-2])[0]
         ),
         bucket_boundaries=bucket_boundaries,
         bucket_batch_sizes=sizes,

@@ -161,19 +161,20 @@ def _buckets(max_length):
 
 
 def translation_datasets(pairs, source_tokenizer, target_tokenizer, batch_size, max_length,
-                         val_ratio, seed, batch_tokens=None, shuffle=True):
+                         val_ratio, seed, batch_tokens=None, shuffle=True, copy=False):
     """Teacher-forcing `(train, validation or None)` datasets and their sizes: batches of
-    `batch_size` examples, or of at most `batch_tokens` tokens (`zoo.datasets.pipeline`).
-    `shuffle=False`: the training batches in a fixed order (as many as shuffled: each
-    length bucket holds the same examples), to count or time them without drawing from
-    the shuffled pipeline's seeds."""
+    `batch_size` examples, or of at most `batch_tokens` tokens (`zoo.datasets.pipeline`;
+    `copy`: for a copying model, with `source_extended`). `shuffle=False`: the training
+    batches in a fixed order (as many as shuffled: each length bucket holds the same
+    examples), to count or time them without drawing from the shuffled pipeline's seeds."""
     train_index, val_index = split_validation(len(pairs), val_ratio, seed)
     train_pairs = [pairs[i] for i in train_index]
     val_pairs = [pairs[i] for i in val_index]
     boundaries = _buckets(max_length)
     if batch_tokens is not None and boundaries is None:
         boundaries = [max_length]  # one bucket: every example, batches of batch_tokens // max_length
-    common = dict(max_length=max_length, bucket_boundaries=boundaries, batch_tokens=batch_tokens)
+    common = dict(max_length=max_length, bucket_boundaries=boundaries, batch_tokens=batch_tokens,
+                  copy=copy)
     train = pipeline.make_translation_dataset(
         train_pairs, source_tokenizer, target_tokenizer, batch_size, seed=seed, shuffle=shuffle,
         **common

@@ -44,6 +44,10 @@ limit emit `end_id` (Hugging Face's `forced_eos_token_id`), and
 (`zoo.decode.hf_beam`), so that such models reproduce their upstream outputs. By default each row may generate up to its own
 source length (non-padding tokens) + 50 tokens, the paper's limit, so a row
 decodes the same alone as in a padded batch.
+
+A copying model (pointer-generator, `copy=True`) takes its source as a dict
+`{"source": ids, "source_extended": extended ids}` and may generate the extended
+ids `V + k` (`zoo.decode.copy_steps`).
 """
 
 import weakref
@@ -51,10 +55,10 @@ import weakref
 import tensorflow as tf
 
 from keras_attention import checks
-from zoo.decode import hf_beam, sampling
+from zoo.decode import copy_steps, hf_beam, sampling
 from zoo.decode import loops as decode_loops
 from zoo.decode import steps as decode_steps
-from zoo.decode.arguments import EXTRA_LENGTH, output_size  # noqa: F401 - EXTRA_LENGTH: API
+from zoo.decode.arguments import EXTRA_LENGTH, check_jit_length, output_size  # noqa: F401 - EXTRA_LENGTH: API
 from zoo.decode.arguments import check_common as _check_common
 from zoo.decode.arguments import check_ids as _check_ids
 from zoo.decode.defaults import GNMT
@@ -95,7 +99,8 @@ def greedy_decode(
         model: a zoo seq2seq model (`{"source", "target"}` -> logits `(B, T, V)`),
             built by `zoo.get` or loaded from a `.keras` file.
         source: int ids `(B, S)`, 0 = padding; numpy, a tensor, or a symbolic
-            tensor of shape `(None, None)` inside another `tf.function`.
+            tensor of shape `(None, None)` inside another `tf.function`. For a
+            copying model, `{"source": ids, "source_extended": extended ids}`.
         max_length: the most tokens to generate (an int, or a scalar int tensor).
             Defaults to each row's source length + 50; the output then has
             `S + 50` columns. A Python int is needed under XLA.
@@ -118,6 +123,7 @@ def greedy_decode(
         up to and including `[END]`, the score `beam_search(beam_size=1, alpha=0)`
         gives the same tokens.
     """
+    copy_steps.check_source(model, source)
     source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
     return _run(
         model, source, max_length, jit_compile, int(start_id), int(end_id), bool(use_cache), 0, 0.0,
@@ -176,6 +182,7 @@ def beam_search(
     checks.check_int("beam_size", beam_size, 1, numpy=True)
     checks.check_number("alpha", alpha, 0, numpy=True)
     checks.check_choice("length_penalty", length_penalty, LENGTH_PENALTIES)
+    copy_steps.check_source(model, source)
     source, max_length = _check_common(source, max_length, start_id, end_id, pad_id)
     return _run(
         model, source, max_length, jit_compile, int(start_id), int(end_id), True,
@@ -210,11 +217,7 @@ def _run(model, source, max_length, jit_compile, *args):
     """Run `_decode` in a `tf.function` of its own per model (XLA-compiled with
     `jit_compile`), or, inside a caller's `tf.function` without `jit_compile`, build
     the loop right into the caller's graph (an export signature, an XLA function)."""
-    if jit_compile and not (max_length is None or isinstance(max_length, int)):
-        raise ValueError(
-            "`jit_compile=True` needs a static output length: `max_length` must be None "
-            f"or a Python int; received {max_length!r}."
-        )
+    check_jit_length(max_length, jit_compile)
     if tf.inside_function() and not jit_compile:
         return _decode(model, source, max_length, *args)
     functions = _FUNCTIONS.setdefault(model, {})
@@ -250,7 +253,11 @@ class _Decoder:
 def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, alpha,
             pad_id=PAD_ID, force_end=False, penalty="gnmt", with_score=False):
     """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants."""
-    stepper = _stepper(model, use_cache, pad_id)
+    source, extended = copy_steps.split_source(source)
+    if extended is None:
+        stepper = _stepper(model, use_cache, pad_id)
+    else:
+        stepper = copy_steps.stepper(model, use_cache, extended, pad_id)
     width, limit = output_size(source, max_length, pad_id)
     source = decode_steps.check_width(model, width, source)
     ids = Ids(start_id, end_id, pad_id, force_end)

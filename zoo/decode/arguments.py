@@ -17,7 +17,14 @@ def check_ids(**ids):
 
 def check_common(source, max_length, start_id, end_id, pad_id=PAD_ID):
     """`(source, max_length)`: int32 `(B, S)` ids, and None, a Python int >= 1 or an int32
-    scalar tensor; `ValueError` for anything else (or bad special ids)."""
+    scalar tensor; `ValueError` for anything else (or bad special ids). A copying model's
+    source, `{"source": ids, "source_extended": extended ids}`, is checked and returned as
+    such a dict."""
+    if isinstance(source, dict):
+        ids, _ = check_common(source["source"], max_length, start_id, end_id, pad_id)
+        extended, max_length = check_common(source["source_extended"], max_length, start_id,
+                                            end_id, pad_id)
+        return {"source": ids, "source_extended": extended}, max_length
     source = tf.convert_to_tensor(source)
     if source.shape.rank != 2:
         raise ValueError(f"`source` must have shape (B, S); received source.shape={source.shape}.")
@@ -39,6 +46,15 @@ def check_common(source, max_length, start_id, end_id, pad_id=PAD_ID):
             )
         return source, tf.cast(max_length, tf.int32)
     raise ValueError(f"`max_length` must be None, an int or a scalar int tensor; received {max_length!r}.")
+
+
+def check_jit_length(max_length, jit_compile):
+    """`jit_compile=True` needs a static output length: None or a Python int."""
+    if jit_compile and not (max_length is None or isinstance(max_length, int)):
+        raise ValueError(
+            "`jit_compile=True` needs a static output length: `max_length` must be None "
+            f"or a Python int; received {max_length!r}."
+        )
 
 
 EXTRA_LENGTH = 50  # default maximum output length = source length + 50

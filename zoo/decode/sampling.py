@@ -47,9 +47,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention import checks
-from zoo.decode import loops
+from zoo.decode import copy_steps, loops
 from zoo.decode import steps as decode_steps
-from zoo.decode.arguments import check_common, output_size
+from zoo.decode.arguments import check_common, check_jit_length, output_size
 from zoo.decode.search_steps import Ids
 from zoo.text.special import END_ID, PAD_ID, START_ID
 
@@ -197,15 +197,12 @@ def sample(
         int32 `(B, L)` in `greedy_decode`'s layout; with `return_score`,
         `(tokens, scores)` with float32 `(B,)` scores.
     """
+    copy_steps.check_source(model, source)
     source, max_length = check_common(source, max_length, start_id, end_id, pad_id)
     knobs = _knobs(temperature, top_k, top_p, seed)
     settings = (int(start_id), int(end_id), bool(use_cache), int(pad_id), bool(force_end),
                 bool(return_score))
-    if jit_compile and not (max_length is None or isinstance(max_length, int)):
-        raise ValueError(
-            "`jit_compile=True` needs a static output length: `max_length` must be None "
-            f"or a Python int; received {max_length!r}."
-        )
+    check_jit_length(max_length, jit_compile)
     if tf.inside_function() and not jit_compile:
         return _sample(model, source, max_length, knobs, *settings)
     functions = _FUNCTIONS.setdefault(model, {})
@@ -236,7 +233,11 @@ class _Sampler:
 
 def _sample(model, source, max_length, knobs, start_id, end_id, use_cache, pad_id, force_end,
             with_score):
-    stepper = decode_steps.stepper(model, use_cache, pad_id)
+    source, extended = copy_steps.split_source(source)
+    if extended is None:
+        stepper = decode_steps.stepper(model, use_cache, pad_id)
+    else:
+        stepper = copy_steps.stepper(model, use_cache, extended, pad_id)
     width, limit = output_size(source, max_length, pad_id)
     source = decode_steps.check_width(model, width, source)
     return sample_loop(stepper, source, width, limit, Ids(start_id, end_id, pad_id, force_end),

@@ -120,6 +120,7 @@ class TransformerStep:
             x = block(x, padding_mask=source_mask, training=False)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
+        self.encoder_output = x  # (B, S, D), for a copying model's context
         self.source_mask = _repeat(source_mask, copies)
         self.cross_caches = [
             tuple(_repeat(c, copies) for c in block.compute_cross_attention_cache(x))

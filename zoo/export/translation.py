@@ -22,7 +22,7 @@ import tensorflow_text
 
 from keras_attention.checks import check, check_choice, check_int, check_number
 from zoo import decode
-from zoo.decode import sampling
+from zoo.decode import copy_steps, sampling
 from zoo.decode.defaults import RNN_MAX_LENGTH, decoding_settings
 from zoo.errors import ZooError
 from zoo.export import warmup
@@ -99,6 +99,8 @@ def _source_vocabulary_size(model, family):
 
 
 def _target_vocabulary_size(model):
+    if copy_steps.is_copying(model):  # its output is the extended vocabulary, V + S
+        return int(model.get_layer("logits").output.shape[-1])
     return int(model.outputs[0].shape[-1])
 
 
@@ -293,7 +295,11 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
     check_int("max_new_tokens", max_new_tokens, 1, limit, prefix=PREFIX)
     check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), PREFIX)
 
-    module = TranslationModule(
+    module_class = TranslationModule
+    if copy_steps.is_copying(model):
+        # zoo.export.copying subclasses TranslationModule: it imports this module.
+        from zoo.export.copying import CopyTranslationModule as module_class  # noqa: PLC0415
+    module = module_class(
         model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
         length_penalty, force_end, jit_compile, max_new_tokens,
     )

@@ -9,6 +9,7 @@ import numpy as np
 
 from zoo import files
 from zoo.datasets.preparation import load_data
+from zoo.decode import copy_steps
 from zoo.errors import ZooError
 from zoo.progress import say
 from zoo.runs.imported import decoding_options
@@ -94,7 +95,8 @@ def test_sources_and_references(run, data, limit=None):
     if not pairs:
         raise ZooError(f"the dataset {run.config['data']['spec']!r} has no test pairs to score")
     sources = [source for source, _ in pairs]
-    return sources, canonical(run.target_tokenizer, [target for _, target in pairs])
+    return sources, canonical(run.target_tokenizer, [target for _, target in pairs],
+                              keep_unknown=copy_steps.is_copying(run.model))
 
 
 def decode_test_sources(run, sources, width, alpha, batch_size, quiet):

@@ -5,10 +5,12 @@ import tensorflow as tf
 
 from keras_attention.checks import check_int
 from zoo import decode
+from zoo.decode import copy_steps
 from zoo.decode.defaults import RNN_MAX_LENGTH
 from zoo.errors import ZooError
 from zoo.runs.imported import decoding_options
 from zoo.runs.rundir import as_run
+from zoo.text import copying
 from zoo.text import special as tokens
 from zoo.text.special import special_ids
 
@@ -63,18 +65,41 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
     check_int("max_length", max_length, 1)
     options = decoding_options(run.target_tokenizer, alpha)
     bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
+    table = None  # a copying model's map of source pieces to target ids
+    if copy_steps.is_copying(run.model):
+        table = copying.copy_table(run.source_tokenizer, run.target_tokenizer)
     outputs = []
     for start in range(0, len(sentences), batch_size):
         chunk = list(sentences[start : start + batch_size])
-        source = padded_sources(run.source_tokenizer, chunk, max_length)
-        if sampling is None:
-            generated = _decode(run.model, source, beam_size, max_length, options)
+        if table is None:
+            source = padded_sources(run.source_tokenizer, chunk, max_length)
+            generated = _generate(run.model, source, beam_size, max_length, options, sampling)
+            texts = run.target_tokenizer.detokenize(generated)
         else:
-            generated = _sample(run.model, source, max_length, options, sampling)
-        outputs += [s.decode("utf-8") for s in run.target_tokenizer.detokenize(generated).numpy()]
+            texts = _translate_copying(run, table, chunk, beam_size, max_length, options,
+                                       sampling)
+        outputs += [s.decode("utf-8") for s in texts.numpy()]
         if bar is not None:
             bar.add(len(chunk))
     return outputs
+
+
+def _translate_copying(run, table, sentences, beam_size, max_length, options, sampling):
+    """A copying model's translations (`zoo.text.copying`): strings `(B,)`."""
+    end = special_ids(run.source_tokenizer)["end"]
+    source, extended, slots = copying.encode_copy_sources(
+        run.source_tokenizer, table, run.target_tokenizer.vocab_size,
+        tf.constant(sentences, tf.string), max_length, end_id=end)
+    generated = _generate(run.model, {"source": source, "source_extended": extended}, beam_size,
+                          max_length, options, sampling)
+    return copying.detokenize_extended(run.target_tokenizer, generated, slots)
+
+
+def _generate(model, source, beam_size, max_length, options, sampling):
+    """Token ids `(B, L)`: sampled with `sampling`, else greedy or beam search."""
+    if sampling is None:
+        return _decode(model, source, beam_size, max_length, options)
+    return _sample(model, source, max_length, options, sampling)
 
 
 def _decode(model, source, beam_size, max_length, options):
@@ -97,10 +122,17 @@ def _sample(model, source, max_length, options, sampling):
                          top_p=sampling.top_p, seed=sampling.seed, max_length=max_length, **ids)
 
 
-def canonical(tokenizer, sentences):
+def canonical(tokenizer, sentences, keep_unknown=False):
     """`sentences` as the tokenizer writes them back (WordPiece: normalised, lower-cased,
-    re-spaced; SentencePiece and Marian: cased): the form references are compared in."""
+    re-spaced; SentencePiece and Marian: cased): the form references are compared in.
+
+    With `keep_unknown` (references for a copying model, which can write them), each
+    `[UNK]` piece keeps its own text (`zoo.text.copying.canonical_texts`).
+    """
     if not sentences:
         return []
-    ids = tokenizer.tokenize(tf.constant(list(sentences), tf.string))
+    strings = tf.constant(list(sentences), tf.string)
+    if keep_unknown:
+        return [s.decode("utf-8") for s in copying.canonical_texts(tokenizer, strings).numpy()]
+    ids = tokenizer.tokenize(strings)
     return [s.decode("utf-8") for s in tokenizer.detokenize(ids).numpy()]

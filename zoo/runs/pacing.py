@@ -182,15 +182,17 @@ def pass_steps_of(kind, num_train, global_batch, unshuffled=None):
 
 
 def data_counts(kind, data, tokenizer_pair, max_length, global_batch, global_tokens, training,
-                num_train):
+                num_train, copy=False):
     """The `Counts` of a run's training split: translation counts and times batches of an
-    unshuffled copy of its pipeline (the shuffled one's seeds are left alone)."""
+    unshuffled copy of its pipeline (the shuffled one's seeds are left alone; `copy`: with
+    a copying model's `source_extended`)."""
     timing = 8
     if kind == "translation":
         def unshuffled():
             return preparation.translation_datasets(
                 data.train_pairs, tokenizer_pair[0], tokenizer_pair[1], global_batch, max_length,
-                training["val_ratio"], training["seed"], global_tokens, shuffle=False)[0]
+                training["val_ratio"], training["seed"], global_tokens, shuffle=False,
+                copy=copy)[0]
 
         return Counts(lambda: pass_steps_of(kind, num_train, global_batch, unshuffled()),
                       lambda: list(unshuffled().take(timing)))

@@ -260,7 +260,8 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     weights = None if plan.saved and has_backup(run_dir) else training.get("weights")
     model = registry.get(plan.name, strategy=strategy, weights=weights, **model_config)
     counts = pacing.data_counts(kind, data, tokenizer_pair, base_config.get("max_length"),
-                                global_batch, global_tokens, training, num_train)
+                                global_batch, global_tokens, training, num_train,
+                                copy=base_config.get("copy", False))
     pace = pacing.prepare(model, training, model_config, plan.saved, run_dir, strategy, counts)
     if not plan.saved:
         placement = {"strategy": strategy_name, "num_replicas": strategy.num_replicas_in_sync,
@@ -305,6 +306,7 @@ def _datasets(kind, data, tokenizer_pair, base_config, global_batch, global_toke
         train_data, val_data, num_train, num_val = translation_datasets(
             data.train_pairs, tokenizer_pair[0], tokenizer_pair[1], global_batch,
             base_config["max_length"], training["val_ratio"], training["seed"], global_tokens,
+            copy=base_config.get("copy", False),
         )
     elif global_tokens is not None:
         raise ZooError("batch_tokens is for translation runs; image runs take batch_size")

@@ -31,6 +31,17 @@ _DETOKENIZE_RULES = (
 )
 
 
+def join_pieces(tokens):
+    """Pieces, ragged `tf.string` `(B, (T))` -> text `(B,)`: `##` pieces glued to the one
+    before, words joined by a space, then the punctuation rules (module docstring)."""
+    text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")  # (B,)
+    text = tf.strings.regex_replace(text, " " + SUFFIX_INDICATOR, "")
+    text = tf.strings.regex_replace(text, "^" + SUFFIX_INDICATOR, "")
+    for pattern, rewrite in _DETOKENIZE_RULES:
+        text = tf.strings.regex_replace(text, pattern, rewrite)
+    return text
+
+
 def _read_vocabulary_file(path):
     path = pathlib.Path(path)
     if not path.is_file():
@@ -190,13 +201,7 @@ class WordPieceTokenizer(tf.Module):
     @tf.function(autograph=False)
     def detokenize(self, ids):
         ids = clean_ids(ids, tf.size(self.vocab))  # (B, (T))
-        tokens = tf.gather(self.vocab, ids)
-        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")  # (B,)
-        text = tf.strings.regex_replace(text, " " + SUFFIX_INDICATOR, "")
-        text = tf.strings.regex_replace(text, "^" + SUFFIX_INDICATOR, "")
-        for pattern, rewrite in _DETOKENIZE_RULES:
-            text = tf.strings.regex_replace(text, pattern, rewrite)
-        return text
+        return join_pieces(tf.gather(self.vocab, ids))
 
     @tf.function(input_signature=[], autograph=False)
     def get_vocab_size(self):

@@ -2,7 +2,9 @@
 
 Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing: the
 target is the decoder input, `[START] y_1 … y_n`; id 0 is padding), output
-logits `(B, T, V)`.
+logits `(B, T, V)`. With `copy=True` (a pointer-generator, `zoo.transformer.copying`)
+also `"source_extended"` int32 `(B, S)`, and the output is `log P` over the extended
+vocabulary, `(B, T, V + S)`.
 
 The config also expresses imported Marian (OPUS-MT) models (`zoo.transformer.marian`):
 swish or GELU feed-forward activations, sinusoidal positions in [sin | cos]
@@ -21,6 +23,7 @@ from keras_attention.layers.positional import LAYOUTS
 from zoo import registry
 from zoo.errors import ZooError
 from zoo.families import numbered_layers
+from zoo.transformer import copying
 from zoo.transformer.layers import FinalLogitsBias, PaddingMask
 
 ACTIVATIONS = ("relu", "gelu", "swish")
@@ -35,6 +38,9 @@ class TransformerConfig(registry.TranslationConfig):
     matrix, which (with `tie_embeddings`) is also the pre-softmax projection, as
     in the paper. Setting either gives separate vocabularies; then
     `tie_embeddings` ties the target embedding with the output projection.
+    `copy=True` adds See et al.'s pointer-generator, copying with the last decoder
+    block's cross-attention averaged over the heads (`zoo.transformer.copying`);
+    label smoothing then spreads over the fixed target vocabulary only.
     """
 
     vocabulary_size: int = 37000
@@ -62,6 +68,7 @@ class TransformerConfig(registry.TranslationConfig):
     # "softmax" (the paper) or "linear" (Katharopoulos et al. 2020: O(n) in the length,
     # cached decoding keeps a constant-size state per layer instead of keys and values).
     attention: str = "softmax"
+    copy: bool = False  # pointer-generator output (See et al. 2017)
     # Training recipe (section 5.3 of the paper).
     label_smoothing: float = 0.1
     warmup_steps: int = 4000
@@ -88,7 +95,7 @@ class TransformerConfig(registry.TranslationConfig):
         checks.check_choice("positional", self.positional, ("sinusoidal", "learned"))
         checks.check_choice("activation", self.activation, ACTIVATIONS)
         checks.check_choice("positional_layout", self.positional_layout, LAYOUTS)
-        for name in ("scale_embeddings", "final_logits_bias"):
+        for name in ("scale_embeddings", "final_logits_bias", "copy"):
             value = getattr(self, name)
             checks.check(name, value, "a bool", isinstance(value, bool))
         smallest = min(self.source_vocab, self.target_vocab)
@@ -103,6 +110,12 @@ class TransformerConfig(registry.TranslationConfig):
             raise ZooError(
                 "attention='linear' has no attention weights to drop; received "
                 f"attention_dropout={self.attention_dropout}."
+            )
+        if self.copy and (self.attention != "softmax" or self.pad_id != 0):
+            raise ZooError(
+                "copy=True copies with the cross-attention weights: it needs "
+                f"attention='softmax' and pad_id=0; received attention={self.attention!r}, "
+                f"pad_id={self.pad_id}."
             )
         if self.d_model % self.num_heads:
             raise ZooError(
@@ -131,8 +144,10 @@ class TransformerConfig(registry.TranslationConfig):
         output = 0 if self.tie_embeddings else d * self.target_vocab
         final_norms = 2 * norm if self.norm_first else 0
         logits_bias = self.target_vocab if self.final_logits_bias else 0
+        switch = 3 * d + 1 if self.copy else 0  # w over [c_t; s_t; x_t], and b
         return (
-            logits_bias
+            switch
+            + logits_bias
             + embeddings
             + self.num_encoder_layers * encoder_layer
             + self.num_decoder_layers * decoder_layer
@@ -208,11 +223,18 @@ def build(config):
     encoder_output = x
 
     # === Decoder ===
-    y = target_embedding(target)  # (B, T, D)
+    decoder_input = copying.decoder_input(target, config.target_vocab) if config.copy else target
+    embedded = y = target_embedding(decoder_input)  # (B, T, D)
     for i in range(config.num_decoder_layers):
-        y = ka.TransformerDecoderBlock(**_block_args(config), name=f"decoder_block_{i}")(
-            y, encoder_output, **({"encoder_padding_mask": masks["padding_mask"]} if masks else {})
+        block = ka.TransformerDecoderBlock(**_block_args(config), name=f"decoder_block_{i}")
+        scores = {"return_attention_scores": True} if config.copy and i == \
+            config.num_decoder_layers - 1 else {}
+        y = block(
+            y, encoder_output, **({"encoder_padding_mask": masks["padding_mask"]} if masks else {}),
+            **scores,
         )
+        if scores:  # the last block's cross-attention, (B, N, T, S): what the copy uses
+            y, _, cross_weights = y
     if config.norm_first:
         y = keras.layers.LayerNormalization(
             epsilon=config.layer_norm_epsilon, name="decoder_norm"
@@ -228,19 +250,31 @@ def build(config):
     if config.final_logits_bias:
         logits = FinalLogitsBias(name="final_logits_bias")(logits)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
-    return keras.Model({"source": source, "target": target}, logits, name="transformer")
+    inputs = {"source": source, "target": target}
+    if config.copy:
+        inputs["source_extended"] = keras.Input((None,), dtype="int32", name="source_extended")
+        pointer_generator = ka.PointerGenerator(dtype="float32", name="pointer_generator")
+        logits = copying.copy_output(pointer_generator, logits, cross_weights, encoder_output,
+                                     inputs["source_extended"], y, embedded)
+    return keras.Model(inputs, logits, name="transformer")
 
 
 def compile_model(model, config):
-    """The paper's recipe: Adam(0.9, 0.98, 1e-9), warm-up schedule, label smoothing 0.1."""
+    """The paper's recipe: Adam(0.9, 0.98, 1e-9), warm-up schedule, label smoothing 0.1
+    (with `copy`, on the mixture's negative log-likelihood)."""
     schedule = ka.TransformerSchedule(
         config.d_model, warmup_steps=config.warmup_steps, scale=config.learning_rate_scale
     )
+    if config.copy:
+        loss = ka.PointerGeneratorCrossentropy(config.target_vocab, pad_id=config.pad_id,
+                                               label_smoothing=config.label_smoothing)
+    else:
+        loss = ka.MaskedSparseCategoricalCrossentropy(
+            label_smoothing=config.label_smoothing, pad_id=config.pad_id
+        )
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-        loss=ka.MaskedSparseCategoricalCrossentropy(
-            label_smoothing=config.label_smoothing, pad_id=config.pad_id
-        ),
+        loss=loss,
         metrics=[ka.MaskedAccuracy(pad_id=config.pad_id)],
         jit_compile=config.jit_compile,
     )
@@ -268,6 +302,8 @@ def attention_weights(model, inputs):
     source_mask = keras.ops.not_equal(source, padding.pad_id if padding else 0)
     # With pad_id != 0 the decoder is masked by causality only (it starts from pad_id).
     target_mask = None if padding else keras.ops.not_equal(target, 0)
+    if "pointer_generator" in layers:
+        target = copying.decoder_input(target, target_embedding.vocabulary_size)
     weights = {}
     x = source_embedding(source)
     for i, block in enumerate(numbered_layers(layers, "encoder_block_")):

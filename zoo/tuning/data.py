@@ -73,6 +73,7 @@ def load_data(name, spec, *, fixed=None, space=None, val_ratio=0.1, seed=0, epoc
         def make(global_batch):
             return preparation.translation_datasets(
                 data.train_pairs, *tokenizers, global_batch, base["max_length"], val_ratio, seed,
+                copy=base.get("copy", False),
             )
     else:
         tokenizers = None
