@@ -48,7 +48,6 @@ def _op_types(fn):
     return {op.type for op in tf.function(fn).get_concrete_function().graph.get_operations()}
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="BatchMatMulV3 is TensorFlow's")
 def test_only_the_cached_decoding_step_uses_batch_mat_mul_v3(rng):
     """The V3 product pays in cached decoding steps only (see `batched_matmul`)."""
     layer = MultiHeadAttention(2, 4)
