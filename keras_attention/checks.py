@@ -166,3 +166,44 @@ def check_attention_inputs(query, value, key, feature_sizes):
             f"value.shape={tuple(value.shape)}."
         )
     check_same_length(key.shape, value.shape)
+
+
+# === The shapes of a decoder's attention (`BahdanauAttention` and its kin) ===
+
+
+def check_step_attention_shapes(query_shape, value_shape, key_shape=None):
+    """The shapes a decoder's attention is built for: one query `(B, Dq)` or T of them
+    `(B, T, Dq)`, value and key `(B, S, D)`. Returns the key's shape (the value's if None)."""
+    key_shape = value_shape if key_shape is None else key_shape
+    if len(query_shape) not in (2, 3):
+        raise ValueError(
+            "`query` must have shape (B, Dq) or (B, T, Dq); received "
+            f"query.shape={tuple(query_shape)}."
+        )
+    for name, shape in (("value", value_shape), ("key", key_shape)):
+        if len(shape) != 3:
+            raise ValueError(
+                f"`{name}` must have shape (B, S, D); received {name}.shape={tuple(shape)}."
+            )
+    return key_shape
+
+
+def check_query_features(query, query_kernel):
+    """Raise `ValueError` when `query` has not the feature size the layer was built for (the
+    rows of its `query_kernel`)."""
+    if query.shape[-1] is not None and query.shape[-1] != query_kernel.shape[0]:
+        raise ValueError(
+            f"`query` has {query.shape[-1]} features but the layer was built for "
+            f"{query_kernel.shape[0]}; received query.shape={tuple(query.shape)}."
+        )
+
+
+def check_previous_alignment(query, previous_alignment):
+    """Raise `ValueError` unless `α_{t-1}` is `(B, S)` for a query `(B, Dq)` and `(B, T, S)`
+    for queries `(B, T, Dq)`."""
+    if len(previous_alignment.shape) != len(query.shape):
+        raise ValueError(
+            "`previous_alignment` must be (B, S) for a query (B, Dq) and (B, T, S) for "
+            f"queries (B, T, Dq); received query.shape={tuple(query.shape)}, "
+            f"previous_alignment.shape={tuple(previous_alignment.shape)}."
+        )

@@ -1,5 +1,6 @@
-"""Monotonic attention (Raffel et al., 2017) and MoChA (Chiu & Raffel, 2018): `ka.MonotonicAttention`
-against numpy loops of the papers' recurrences with the layer's own weights, its hard decoding
+"""Monotonic attention (Raffel et al., 2017) and MoChA (Chiu & Raffel, 2018): the functions of
+`keras_attention.monotonic_alignment` and `ka.MonotonicAttention` against numpy loops of the
+papers' recurrences with the layer's own weights, its hard decoding
 (monotone, online, equal to the expected alignment once the probabilities saturate), and RNNsearch
 with `attention="monotonic"` / `"mocha"` (training, cached and uncached decoding, beam search, the
 export).
@@ -14,8 +15,15 @@ import tensorflow as tf
 
 import keras_attention as ka
 import zoo
+from keras_attention import monotonic_alignment
 from keras_attention.layers import monotonic
-from zoo import decode, seq2seq, text
+from zoo import decode, seq2seq
+
+from rnnsearch_checks import (  # pytest puts tests/ (no __init__.py) on sys.path
+    check_export_serves_decoding,
+    check_keras_round_trip,
+    wide_rnnsearch,
+)
 
 B, S, DQ, DV, U = 3, 8, 5, 6, 7
 MASK = np.array([[1] * S, [1] * 5 + [0] * (S - 5), [1] * 3 + [0] * (S - 3)], bool)
@@ -92,13 +100,13 @@ def _layer(chunk_size=None, seed=3, score_scale=None, score_bias=0.0, **options)
 
 def test_safe_cumprod_is_the_cumulative_product():
     x = np.random.default_rng(0).uniform(0.05, 1.0, (3, 9)).astype("float32")
-    np.testing.assert_allclose(monotonic.safe_cumprod(x), np.cumprod(x, -1), rtol=1e-5)
+    np.testing.assert_allclose(monotonic_alignment.safe_cumprod(x), np.cumprod(x, -1), rtol=1e-5)
     exclusive = np.concatenate([np.ones((3, 1)), np.cumprod(x, -1)[:, :-1]], -1)
-    np.testing.assert_allclose(monotonic.safe_cumprod(x, exclusive=True), exclusive, rtol=1e-5)
+    np.testing.assert_allclose(monotonic_alignment.safe_cumprod(x, exclusive=True), exclusive, rtol=1e-5)
     zero = tf.constant([[0.5, 0.0, 0.5]])  # a factor 0 counts as `tiny`: log stays finite
     with tf.GradientTape() as tape:
         tape.watch(zero)
-        product = monotonic.safe_cumprod(zero)
+        product = monotonic_alignment.safe_cumprod(zero)
     gradient = tape.gradient(product, zero)
     assert product[0, 0] == 0.5 and 0 <= np.max(product[0, 1:]) <= np.finfo("float32").tiny
     assert np.all(np.isfinite(gradient))
@@ -111,7 +119,7 @@ def test_expected_alignment_matches_the_recurrence(mode):
     previous = rng.random((2, 4, 11))
     previous /= previous.sum(-1, keepdims=True)
     expected = np_alignment_recurrence(p, previous)
-    actual = monotonic.monotonic_alignment(p.astype("float32"), previous.astype("float32"), mode)
+    actual = monotonic_alignment.monotonic_alignment(p.astype("float32"), previous.astype("float32"), mode)
     np.testing.assert_allclose(actual, expected, atol=2e-6)
     # Unknown lengths (a tf.data pipeline's batches): the same, and differentiable (the prefix
     # scan, the training default, also in XLA).
@@ -120,7 +128,7 @@ def test_expected_alignment_matches_the_recurrence(mode):
     def alignment_and_gradient(p, previous):
         with tf.GradientTape() as tape:
             tape.watch(p)
-            alignment = monotonic.monotonic_alignment(p, previous, mode)
+            alignment = monotonic_alignment.monotonic_alignment(p, previous, mode)
             loss = tf.reduce_sum(alignment ** 2)
         return alignment, tape.gradient(loss, p)
 
@@ -132,7 +140,7 @@ def test_expected_alignment_matches_the_recurrence(mode):
         gradient = np.asarray(gradient)
         assert np.all(np.isfinite(gradient)) and np.any(gradient != 0)
     first = np.eye(11)[0]  # α_0 = δ_1: the head stops at j with probability p_j Π_{l<j} (1 − p_l)
-    start = np.asarray(monotonic.monotonic_alignment(p[0, :1], first[None], mode))[0]
+    start = np.asarray(monotonic_alignment.monotonic_alignment(p[0, :1], first[None], mode))[0]
     np.testing.assert_allclose(start, p[0, 0] * np.concatenate([[1], np.cumprod(1 - p[0, 0])[:-1]]),
                                atol=2e-6)
 
@@ -144,14 +152,14 @@ def test_closed_form_fails_where_the_products_underflow():
     previous = np.eye(5, dtype="float32")[[3]]  # the head stopped at position 3 last time
     expected = [[0, 0, 0, 1, 0]]
     for mode in ("prefix", "recursive"):
-        np.testing.assert_array_equal(monotonic.monotonic_alignment(p, previous, mode), expected)
-    np.testing.assert_array_equal(monotonic.monotonic_alignment(p, previous, "parallel"), 0)
+        np.testing.assert_array_equal(monotonic_alignment.monotonic_alignment(p, previous, mode), expected)
+    np.testing.assert_array_equal(monotonic_alignment.monotonic_alignment(p, previous, "parallel"), 0)
     rng = np.random.default_rng(0)
     p = rng.uniform(0.05, 0.95, (16, 64)).astype("float32")
     previous = np.eye(64, dtype="float32")[rng.integers(32, 64, 16)]
     reference = np_alignment_recurrence(p.astype("float64"), previous)
-    np.testing.assert_allclose(monotonic.monotonic_alignment(p, previous), reference, atol=1e-6)
-    error = np.abs(monotonic.monotonic_alignment(p, previous, "parallel") - reference).max()
+    np.testing.assert_allclose(monotonic_alignment.monotonic_alignment(p, previous), reference, atol=1e-6)
+    error = np.abs(monotonic_alignment.monotonic_alignment(p, previous, "parallel") - reference).max()
     assert error > 0.5
 
 
@@ -305,6 +313,23 @@ def test_sequence_of_queries_is_hard_at_inference():
         layer(queries, value, previous, mode="online")
 
 
+def test_weights_keep_the_order_of_saved_files():
+    """A `.keras` file lists the variables by position: MonotonicAttention's have kept these
+    names, shapes and this order since files were first saved (`bias` and `score_kernel`
+    are both `(U,)`: swapped, an old file would load without error and compute wrongly)."""
+    layer, _ = _layer(chunk_size=2)
+    expected = [("query_kernel", (DQ, U)), ("key_kernel", (DV, U)), ("bias", (U,)),
+                ("score_kernel", (U,)), ("score_scale", ()), ("score_bias", ())]
+    expected += [("chunk_" + name, shape) for name, shape in expected[:4]]
+    assert [(w.path.split("/")[-1], tuple(w.shape)) for w in layer.weights] == expected
+
+
+def test_alignment_functions_are_still_importable_from_the_layer_module():
+    for name in ("safe_cumprod", "monotonic_alignment", "chunkwise_weights", "CLIP_DIVISOR"):
+        assert getattr(monotonic, name) is getattr(monotonic_alignment, name)
+    assert monotonic.MODES == monotonic_alignment.MODES + ("online",)
+
+
 def test_arguments_are_checked():
     with pytest.raises(ValueError, match="chunk_size"):
         ka.MonotonicAttention(4, chunk_size=0)
@@ -325,12 +350,7 @@ SIZES = dict(vocabulary_size=V, embedding_dim=8, encoder_units=8, decoder_units=
 
 
 def _rnnsearch(attention, **options):
-    keras.utils.set_random_seed(0)
-    model = zoo.get("seq2seq-bahdanau-small", compile=False, attention=attention, **SIZES,
-                    **options)
-    rng = np.random.default_rng(2)
-    for weight in model.weights:  # wider than the initialisers: varied tokens and alignments
-        weight.assign(rng.normal(0, 0.8, tuple(weight.shape)).astype("float32"))
+    model = wide_rnnsearch(2, attention=attention, **SIZES, **options)
     model.get_layer("decoder").attention.score_bias.assign(0.0)
     return model
 
@@ -402,13 +422,9 @@ def test_rnnsearch_trains_and_round_trips(tmp_path):
         optimizer.apply(tape.gradient(losses[-1], model.trainable_weights),
                         model.trainable_weights)
     assert np.all(np.isfinite(losses)) and losses[2] < losses[1] < losses[0]
-    path = tmp_path / "mocha.keras"
-    model.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = check_keras_round_trip(model, tmp_path / "mocha.keras", source[:4], max_length=7)
     decoder = loaded.get_layer("decoder")
     assert decoder.attention_type == "mocha" and decoder.attention.chunk_size == 3
-    np.testing.assert_array_equal(decode.greedy_decode(loaded, source[:4], max_length=7),
-                                  decode.greedy_decode(model, source[:4], max_length=7))
 
 
 def test_decoder_config_round_trip_and_old_configs():
@@ -427,18 +443,4 @@ def test_decoder_config_round_trip_and_old_configs():
 def test_export_serves_what_decoding_gives(models, tmp_path):
     """The SavedModel of a MoChA RNNsearch: its beam and greedy signatures equal in-process
     decoding."""
-    model = models["mocha"]
-    words = ["eins zwei drei", "vier fünf", "sechs sieben acht neun"]
-    tokenizer = text.WordPieceTokenizer.from_corpus(words, V, min_frequency=1)
-    path = zoo.export(model, tmp_path / "served", max_length=8, beam_size=2, alpha=0.6,
-                      tokenizer=tokenizer)
-    served = tf.saved_model.load(str(path))
-    rows = [ids[:7] + [decode.END_ID] for ids in tokenizer.tokenize(words).to_list()]
-    source = np.zeros((len(words), max(map(len, rows))), "int32")
-    for row, ids in enumerate(rows):
-        source[row, : len(ids)] = ids
-    beam, _ = decode.beam_search(model, source, beam_size=2, alpha=0.6, max_length=8)
-    greedy = decode.greedy_decode(model, source, max_length=8)
-    for signature, expected in (("serving_default", beam), ("greedy", greedy)):
-        tokens = served.signatures[signature](text=tf.constant(words))["tokens"].numpy()
-        np.testing.assert_array_equal(tokens, np.asarray(expected)[:, : tokens.shape[1]])
+    check_export_serves_decoding(models["mocha"], tmp_path / "served", V)

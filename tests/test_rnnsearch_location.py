@@ -5,14 +5,19 @@ its alignments (against a step-by-step decoder run), their picture, today's file
 Cached decoding against the full model is in tests/test_decode.py (the "location" model).
 """
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import keras_attention as ka
 import zoo
-from zoo import decode, plot, seq2seq, text
+from zoo import plot, seq2seq
+
+from rnnsearch_checks import (  # pytest puts tests/ (no __init__.py) on sys.path
+    check_export_serves_decoding,
+    check_keras_round_trip,
+    wide_rnnsearch,
+)
 
 V = 16
 SIZES = dict(vocabulary_size=V, embedding_dim=8, encoder_units=8, decoder_units=8,
@@ -22,12 +27,7 @@ SIZES = dict(vocabulary_size=V, embedding_dim=8, encoder_units=8, decoder_units=
 
 @pytest.fixture(scope="module")
 def model():
-    keras.utils.set_random_seed(0)
-    model = zoo.get("seq2seq-bahdanau-small", compile=False, **SIZES)
-    rng = np.random.default_rng(1)
-    for weight in model.weights:  # wider than the initialisers: sharper, varied alignments
-        weight.assign(rng.normal(0, 0.8, tuple(weight.shape)).astype("float32"))
-    return model
+    return wide_rnnsearch(1, **SIZES)  # sharper, varied alignments
 
 
 def _batch():
@@ -104,31 +104,12 @@ def test_configs_and_files_without_the_field_are_additive(tmp_path):
 
 
 def test_location_model_round_trips_through_keras_files(model, tmp_path):
-    path = tmp_path / "location.keras"
-    model.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = check_keras_round_trip(model, tmp_path / "location.keras", _batch()["source"],
+                                    max_length=6)
     assert loaded.get_layer("decoder").attention_type == "location"
-    source = _batch()["source"]
-    np.testing.assert_array_equal(decode.greedy_decode(loaded, source, max_length=6),
-                                  decode.greedy_decode(model, source, max_length=6))
 
 
 def test_export_serves_what_decoding_gives(model, tmp_path):
     """`zoo.export` of a location-aware RNNsearch: the SavedModel's beam search and greedy
-    signatures, loaded back with `tf.saved_model.load`, equal in-process decoding."""
-    words = ["eins zwei drei", "vier fünf", "sechs sieben acht neun"]
-    tokenizer = text.WordPieceTokenizer.from_corpus(words, V, min_frequency=1)
-    assert tokenizer.vocab_size <= V
-    path = zoo.export(model, tmp_path / "served", max_length=8, beam_size=2, alpha=0.6,
-                      tokenizer=tokenizer)
-    served = tf.saved_model.load(str(path))
-    source_rows = [ids[:7] + [decode.END_ID] for ids in tokenizer.tokenize(words).to_list()]
-    source = np.zeros((len(words), max(map(len, source_rows))), "int32")
-    for row, ids in enumerate(source_rows):
-        source[row, : len(ids)] = ids
-    beam, _ = decode.beam_search(model, source, beam_size=2, alpha=0.6, max_length=8)
-    greedy = decode.greedy_decode(model, source, max_length=8)
-    for signature, expected in (("serving_default", beam), ("greedy", greedy)):
-        tokens = served.signatures[signature](text=tf.constant(words))["tokens"].numpy()
-        np.testing.assert_array_equal(tokens, np.asarray(expected)[:, : tokens.shape[1]])
-        assert not np.asarray(expected)[:, tokens.shape[1]:].any()
+    signatures equal in-process decoding."""
+    check_export_serves_decoding(model, tmp_path / "served", V)

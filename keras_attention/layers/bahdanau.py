@@ -4,7 +4,30 @@ import keras
 from keras import ops
 
 from keras_attention import ops as attention_ops
-from keras_attention.checks import check_positive_int
+from keras_attention.checks import (
+    check_positive_int,
+    check_query_features,
+    check_step_attention_shapes,
+)
+
+
+def add_additive_weights(layer, query_dim, key_dim, prefix="", use_bias=False):
+    """Add the weights of an additive energy `vᵀ tanh(W q + U k [+ b])` to `layer` (a layer
+    with `units` and `kernel_initializer`), in this order, the order of a saved file's
+    variables: `{prefix}query_kernel` W `(Dq, U)`, `{prefix}key_kernel` U `(Dk, U)`, with
+    `use_bias` `{prefix}bias` b `(U,)` (zeros), and `{prefix}score_kernel` v `(U,)`.
+
+    Returns:
+        `(W, U, b, v)`, b None without `use_bias`.
+    """
+
+    def weight(name, shape, initializer=layer.kernel_initializer):
+        return layer.add_weight(name=prefix + name, shape=shape, initializer=initializer)
+
+    query_kernel = weight("query_kernel", (query_dim, layer.units))
+    key_kernel = weight("key_kernel", (key_dim, layer.units))
+    bias = weight("bias", (layer.units,), "zeros") if use_bias else None
+    return query_kernel, key_kernel, bias, weight("score_kernel", (layer.units,))
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -45,28 +68,10 @@ class BahdanauAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        if len(query_shape) not in (2, 3):
-            raise ValueError(
-                "`query` must have shape (B, Dq) or (B, T, Dq); received "
-                f"query.shape={tuple(query_shape)}."
-            )
-        for name, shape in (("value", value_shape), ("key", key_shape)):
-            if len(shape) != 3:
-                raise ValueError(
-                    f"`{name}` must have shape (B, S, D); received {name}.shape={tuple(shape)}."
-                )
-        self.query_kernel = self.add_weight(
-            name="query_kernel", shape=(query_shape[-1], self.units),
-            initializer=self.kernel_initializer,
-        )  # W_a
-        self.key_kernel = self.add_weight(
-            name="key_kernel", shape=(key_shape[-1], self.units),
-            initializer=self.kernel_initializer,
-        )  # U_a
-        self.score_kernel = self.add_weight(
-            name="score_kernel", shape=(self.units,), initializer=self.kernel_initializer
-        )  # v_a
+        key_shape = check_step_attention_shapes(query_shape, value_shape, key_shape)
+        # W_a, U_a, v_a
+        self.query_kernel, self.key_kernel, _, self.score_kernel = add_additive_weights(
+            self, query_shape[-1], key_shape[-1])
         self.built = True
 
     def project_key(self, key):
@@ -83,11 +88,7 @@ class BahdanauAttention(keras.layers.Layer):
         projected_key=None,
     ):
         key = value if key is None else key
-        if query.shape[-1] is not None and query.shape[-1] != self.query_kernel.shape[0]:
-            raise ValueError(
-                f"`query` has {query.shape[-1]} features but the layer was built for "
-                f"{self.query_kernel.shape[0]}; received query.shape={tuple(query.shape)}."
-            )
+        check_query_features(query, self.query_kernel)
         if key.shape[1] is not None and value.shape[1] is not None and key.shape[1] != value.shape[1]:
             raise ValueError(
                 "`key` and `value` must have the same length S; received "

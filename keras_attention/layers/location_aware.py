@@ -5,7 +5,12 @@ import keras
 from keras import ops
 
 from keras_attention import ops as attention_ops
-from keras_attention.checks import check_positive_int
+from keras_attention.checks import (
+    check_positive_int,
+    check_previous_alignment,
+    check_query_features,
+    check_step_attention_shapes,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -74,17 +79,7 @@ class LocationAwareAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, query_shape, value_shape, previous_alignment_shape=None, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        if len(query_shape) not in (2, 3):
-            raise ValueError(
-                "`query` must have shape (B, Dq) or (B, T, Dq); received "
-                f"query.shape={tuple(query_shape)}."
-            )
-        for name, shape in (("value", value_shape), ("key", key_shape)):
-            if len(shape) != 3:
-                raise ValueError(
-                    f"`{name}` must have shape (B, S, D); received {name}.shape={tuple(shape)}."
-                )
+        key_shape = check_step_attention_shapes(query_shape, value_shape, key_shape)
 
         def weight(name, shape):
             return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
@@ -133,17 +128,8 @@ class LocationAwareAttention(keras.layers.Layer):
         projected_key=None,
     ):
         key = value if key is None else key
-        if query.shape[-1] is not None and query.shape[-1] != self.query_kernel.shape[0]:
-            raise ValueError(
-                f"`query` has {query.shape[-1]} features but the layer was built for "
-                f"{self.query_kernel.shape[0]}; received query.shape={tuple(query.shape)}."
-            )
-        if len(previous_alignment.shape) != len(query.shape):
-            raise ValueError(
-                "`previous_alignment` must be (B, S) for a query (B, Dq) and (B, T, S) for "
-                f"queries (B, T, Dq); received query.shape={tuple(query.shape)}, "
-                f"previous_alignment.shape={tuple(previous_alignment.shape)}."
-            )
+        check_query_features(query, self.query_kernel)
+        check_previous_alignment(query, previous_alignment)
         single_step = len(query.shape) == 2
         if single_step:
             query = ops.expand_dims(query, 1)  # (B, 1, Dq)

@@ -1,13 +1,10 @@
 """Monotonic attention (Raffel et al., 2017) and monotonic chunkwise attention, MoChA (Chiu &
-Raffel, 2018) (docs/math.md#monotonic-attention).
+Raffel, 2018) (docs/math.md#monotonic-attention): the layer `MonotonicAttention`.
 
-The layer `MonotonicAttention` and the functions behind it:
-
-- `safe_cumprod`: a cumulative product computed as `exp(cumsum(log x))`;
-- `monotonic_alignment`: the alignment `α_i` from the choosing probabilities
-  `p_i` and the previous alignment `α_{i-1}` (expected: by a parallel prefix
-  scan of the recurrence, in closed form, or position by position; or hard);
-- `chunkwise_weights`: MoChA's weights `β_i` from `α_i` and the chunk energies.
+Its energies are the additive ones of `BahdanauAttention` (`ops.additive_scores`, weights
+from `add_additive_weights`), weight-normalised. The functions of its alignments,
+`safe_cumprod`, `monotonic_alignment` and `chunkwise_weights`, live in
+`keras_attention.monotonic_alignment` and are re-exported here.
 """
 
 import keras
@@ -15,169 +12,27 @@ import numpy as np
 from keras import ops
 
 from keras_attention import ops as attention_ops
-from keras_attention.checks import check_choice, check_number, check_positive_int
+from keras_attention.checks import (
+    check_choice,
+    check_number,
+    check_positive_int,
+    check_previous_alignment,
+    check_query_features,
+    check_step_attention_shapes,
+)
+from keras_attention.layers.bahdanau import add_additive_weights
+from keras_attention.monotonic_alignment import (
+    CLIP_DIVISOR,
+    chunkwise_weights,
+    monotonic_alignment,
+    safe_cumprod,
+)
+from keras_attention.monotonic_alignment import MODES as ALIGNMENT_MODES
 
-MODES = ("prefix", "parallel", "recursive", "hard", "online")
-CLIP_DIVISOR = 1e-10  # the smallest divisor `monotonic_alignment` divides by (as TFA clips)
+__all__ = ["CLIP_DIVISOR", "MODES", "MonotonicAttention", "chunkwise_weights",
+           "monotonic_alignment", "safe_cumprod"]
 
-
-def _exclusive(x, fill):
-    """`[fill, x_1, …, x_{S-1}]` along the last axis: shift right by one."""
-    first = ops.full_like(x[..., :1], fill)
-    return ops.concatenate([first, x[..., :-1]], axis=-1)
-
-
-def safe_cumprod(x, exclusive=False):
-    """`Π_{k≤j} x_k` (or `Π_{k<j}` with `exclusive`) along the last axis, as
-    `exp(Σ log clip(x, tiny, 1))`.
-
-    A product of many factors in [0, 1] underflows, and the gradient of
-    `ops.cumprod` divides by its factors; summing logarithms does neither. The
-    clip keeps `log` finite for factors 0 (the product is then `tiny`, not 0).
-    """
-    x = ops.convert_to_tensor(x)
-    tiny = float(np.finfo(keras.backend.standardize_dtype(x.dtype)).tiny)
-    logs = ops.log(ops.clip(x, tiny, 1.0))
-    if exclusive:
-        logs = _exclusive(logs, 0.0)
-    return ops.exp(ops.cumsum(logs, axis=-1))
-
-
-def _recursive_alignment(p_choose, previous):
-    """`q_j = (1 − p_{j-1}) q_{j-1} + α_{i-1,j}`, `α_{i,j} = p_j q_j`, one position at a time."""
-    shape = ops.shape(p_choose)
-    p_flat = ops.reshape(p_choose, (-1, shape[-1]))  # (N, S)
-    previous_flat = ops.reshape(previous, (-1, shape[-1]))
-    # (S, N, 2): 1 − p_{j-1} and α_{i-1,j}, one tensor (Keras's scan needs a static length
-    # to check several).
-    inputs = ops.transpose(ops.stack([_exclusive(1.0 - p_flat, 1.0), previous_flat], -1),
-                           (1, 0, 2))
-
-    def step(q, x):
-        q = x[:, 0] * q + x[:, 1]
-        return q, q
-
-    _, q = ops.scan(step, ops.zeros_like(inputs[0, :, 0]), inputs)  # (S, N)
-    return ops.reshape(p_flat * ops.transpose(q), shape)
-
-
-def _shift(x, offset, fill):
-    """`[fill] * offset + x[..., :S - offset]` along the last axis, by a gather (the same shape
-    whatever the offset, so that XLA compiles it inside a loop)."""
-    positions = ops.arange(ops.shape(x)[-1]) - offset
-    return ops.where(positions >= 0, ops.take(x, ops.maximum(positions, 0), axis=-1), fill)
-
-
-def _prefix_alignment(p_choose, previous):
-    """The recurrence `q_j = a_j q_{j-1} + b_j` (`a_j = 1 − p_{j-1}`, `b_j = α_{i-1,j}`) by a
-    prefix scan (Hillis & Steele): `(a, b) ∘ (a', b') = (a a', a' b + b')` composes two steps,
-    and after the round with offset d each position holds the composition of the 2d steps
-    that end there; ⌈log₂ S⌉ rounds."""
-
-    def compose(offset, a, b):
-        return offset * 2, _shift(a, offset, 1.0) * a, a * _shift(b, offset, 0.0) + b
-
-    loop_vars = (1, _exclusive(1.0 - p_choose, 0.0), previous)
-    length = p_choose.shape[-1]
-    if length is not None:  # a static length: unrolled rounds
-        while loop_vars[0] < length:
-            loop_vars = compose(*loop_vars)
-    else:  # at most 2^32 positions: a bound on the rounds, so XLA can differentiate it
-        loop_vars = ops.while_loop(lambda offset, a, b: offset < ops.shape(a)[-1], compose,
-                                   loop_vars, maximum_iterations=32)
-    return p_choose * loop_vars[2]
-
-
-def monotonic_alignment(p_choose, previous_alignment, mode="prefix"):
-    """The monotonic alignment `α_i` over the last axis.
-
-    The head starts where it stopped at step i-1 (distributed as `α_{i-1}`) and
-    moves right, stopping at position j with probability `p_{i,j}`; `α_{i,j}` is
-    the probability that it stops at j, Raffel et al. (2017), eq. 9:
-    `α_{i,j} = p_{i,j} Σ_{k≤j} α_{i-1,k} Π_{l=k}^{j-1} (1 − p_{i,l})`. What mass runs
-    past the end stops nowhere: `Σ_j α_{i,j} ≤ 1`.
-
-    Args:
-        p_choose: choosing probabilities `p_i`, `(..., S)` in [0, 1].
-        previous_alignment: `α_{i-1}`, `(..., S)` (`[1, 0, …, 0]` before the first step).
-        mode: how to compute it (TensorFlow Addons' `monotonic_attention` has the last three):
-            - `"prefix"`: the recurrence of eqs. 13-14, `q_j = (1 − p_{j-1}) q_{j-1} + α_{i-1,j}`,
-              `α_{i,j} = p_{i,j} q_j`, as a parallel prefix scan: ⌈log₂ S⌉ rounds, no
-              division, exact;
-            - `"parallel"`: the closed form of appendix C.1,
-              `α_i = p_i · cumprod(1 − p_i) · cumsum(α_{i-1} / cumprod(1 − p_i))` with exclusive
-              cumulative products (`safe_cumprod`) and the divisor clipped to
-              `CLIP_DIVISOR`. Wrong where `Π_{l<k} (1 − p_l)` falls below the clip before
-              the mass `α_{i-1,k}`: a head at k = 3 after a `p = 1` at position 1 gets
-              α = 0 instead of 1, and with p uniform in [0.05, 0.95] the error reaches 0.9
-              from S = 64 (tests/test_monotonic.py);
-            - `"recursive"`: the same recurrence position by position (exact, S steps);
-            - `"hard"`: for `p` in {0, 1} and a one-hot (or zero) `α_{i-1}`: the first
-              position at or after the previous one where `p = 1`.
-
-    Returns:
-        `α_i`, shaped like `p_choose`, float32.
-    """
-    check_choice("mode", mode, MODES[:4])
-    p_choose = ops.cast(p_choose, "float32")
-    previous = ops.cast(previous_alignment, "float32")
-    if mode == "prefix":
-        return _prefix_alignment(p_choose, previous)
-    if mode == "recursive":
-        return _recursive_alignment(p_choose, previous)
-    if mode == "hard":
-        # Only positions at or after the previous one, then only the first of those.
-        p_choose = p_choose * ops.cumsum(previous, axis=-1)
-        return p_choose * ops.cumprod(_exclusive(1.0 - p_choose, 1.0), axis=-1)
-    stay = safe_cumprod(1.0 - p_choose, exclusive=True)  # Π_{l<j} (1 − p_l)
-    return p_choose * stay * ops.cumsum(
-        previous / ops.clip(stay, CLIP_DIVISOR, 1.0), axis=-1
-    )
-
-
-def _moving_sum(x, back, forward):
-    """`Σ_{k=j-back}^{j+forward} x_k` along the last axis (zeros outside), one shifted copy
-    per offset: exact for the few offsets of a chunk."""
-    length = ops.shape(x)[-1]
-    padded = ops.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(back, forward)])
-    total = padded[..., 0:length]
-    for offset in range(1, back + forward + 1):
-        total = total + padded[..., offset:offset + length]
-    return total
-
-
-def chunkwise_weights(alignment, chunk_energies, chunk_size, mask=None):
-    """MoChA's expected attention `β_i` over the last axis, Chiu & Raffel (2018), eq. 20:
-
-        β_{i,j} = Σ_{k=j}^{j+w-1} α_{i,k} exp(u_{i,j}) / Σ_{l=k-w+1}^{k} exp(u_{i,l})
-
-    for each position k where the monotonic head may stop (`α_{i,k}`), a softmax of the
-    chunk energies `u` over the w positions that end at k. With a one-hot `α_i` this is
-    the hard chunk: the softmax of `u` over the chunk that ends at the attended position.
-
-    Args:
-        alignment: `α_i` `(..., S)`.
-        chunk_energies: `u_i` `(..., S)`.
-        chunk_size: w >= 1 (w = 1 gives `β = α`).
-        mask: bool `(..., S)` (broadcastable), True for real positions: the others are
-            left out of every chunk.
-
-    Returns:
-        `β_i`, float32, shaped like `alignment`.
-    """
-    check_positive_int("chunk_size", chunk_size)
-    alignment = ops.cast(alignment, "float32")
-    energies = ops.cast(chunk_energies, "float32")
-    if mask is not None:
-        mask = ops.cast(mask, "bool")
-        energies = ops.where(mask, energies, attention_ops.large_negative_number("float32"))
-    # exp(u − max u): the ratio is the same for any shift of a row, and nothing overflows.
-    exp_energies = ops.exp(energies - ops.max(energies, axis=-1, keepdims=True))
-    if mask is not None:
-        exp_energies = ops.where(mask, exp_energies, 0.0)
-    denominators = _moving_sum(exp_energies, chunk_size - 1, 0)  # over the chunk ending at k
-    ratios = alignment / ops.maximum(denominators, CLIP_DIVISOR)
-    return exp_energies * _moving_sum(ratios, 0, chunk_size - 1)  # over chunks holding j
+MODES = ALIGNMENT_MODES + ("online",)  # of the layer: and one online step
 
 
 def _flat(tensor):
@@ -285,35 +140,20 @@ class MonotonicAttention(keras.layers.Layer):
         self.seed_generator = keras.random.SeedGenerator(seed)
 
     def build(self, query_shape, value_shape, previous_alignment_shape=None, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        if len(query_shape) not in (2, 3):
-            raise ValueError(
-                "`query` must have shape (B, Dq) or (B, T, Dq); received "
-                f"query.shape={tuple(query_shape)}."
-            )
-        for name, shape in (("value", value_shape), ("key", key_shape)):
-            if len(shape) != 3:
-                raise ValueError(
-                    f"`{name}` must have shape (B, S, D); received {name}.shape={tuple(shape)}."
-                )
-
-        def weight(name, shape, initializer=self.kernel_initializer):
-            return self.add_weight(name=name, shape=shape, initializer=initializer)
-
-        units = self.units
-        self.query_kernel = weight("query_kernel", (query_shape[-1], units))  # W
-        self.key_kernel = weight("key_kernel", (key_shape[-1], units))  # U
-        self.bias = weight("bias", (units,), "zeros")  # b
-        self.score_kernel = weight("score_kernel", (units,))  # v
-        self.score_scale = weight(
-            "score_scale", (), keras.initializers.Constant(1.0 / np.sqrt(units)))  # g
-        self.score_bias = weight(
-            "score_bias", (), keras.initializers.Constant(self.score_bias_init))  # r
+        key_shape = check_step_attention_shapes(query_shape, value_shape, key_shape)
+        # W, U, b, v; then g, r; then MoChA's W_c, U_c, b_c, v_c (the order of saved files).
+        self.query_kernel, self.key_kernel, self.bias, self.score_kernel = add_additive_weights(
+            self, query_shape[-1], key_shape[-1], use_bias=True)
+        self.score_scale = self.add_weight(
+            name="score_scale", shape=(),
+            initializer=keras.initializers.Constant(1.0 / np.sqrt(self.units)))  # g
+        self.score_bias = self.add_weight(
+            name="score_bias", shape=(),
+            initializer=keras.initializers.Constant(self.score_bias_init))  # r
         if self.chunk_size is not None:
-            self.chunk_query_kernel = weight("chunk_query_kernel", (query_shape[-1], units))
-            self.chunk_key_kernel = weight("chunk_key_kernel", (key_shape[-1], units))
-            self.chunk_bias = weight("chunk_bias", (units,), "zeros")
-            self.chunk_score_kernel = weight("chunk_score_kernel", (units,))
+            (self.chunk_query_kernel, self.chunk_key_kernel, self.chunk_bias,
+             self.chunk_score_kernel) = add_additive_weights(
+                self, query_shape[-1], key_shape[-1], prefix="chunk_", use_bias=True)
         self.built = True
 
     def project_key(self, key):
@@ -330,15 +170,18 @@ class MonotonicAttention(keras.layers.Layer):
         first = ops.zeros(ops.shape(value)[:1], "int32")
         return ops.cast(ops.one_hot(first, length), self.compute_dtype)
 
-    def energies(self, features):
-        """`g vᵀ/‖v‖ tanh(features) + r` over the last axis, features `W s + b + U h`."""
+    def energies(self, query, key):
+        """`e = g vᵀ/‖v‖ tanh(q + k) + r`: `ops.additive_scores` with the weight-normalised
+        v, for projected queries `q = W s + b` `(..., T, U)` and keys `k = U h` `(..., S, U)`:
+        `(..., T, S)`."""
         direction = self.score_kernel / ops.sqrt(ops.sum(ops.square(self.score_kernel)))
-        return self.score_scale * ops.sum(ops.tanh(features) * direction, axis=-1) + \
+        return self.score_scale * attention_ops.additive_scores(query, key, direction) + \
             self.score_bias
 
-    def chunk_energies(self, features):
-        """`v_cᵀ tanh(features)`, features `W_c s + b_c + U_c h`."""
-        return ops.sum(ops.tanh(features) * self.chunk_score_kernel, axis=-1)
+    def chunk_energies(self, query, key):
+        """MoChA's `u = v_cᵀ tanh(q + k)`, `q = W_c s + b_c` `(..., T, U)`, `k = U_c h`
+        `(..., S, U)`: `(..., T, S)`."""
+        return attention_ops.additive_scores(query, key, self.chunk_score_kernel)
 
     def _queries(self, query):
         """`(W s + b, W_c s + b_c)` (the second None without MoChA)."""
@@ -378,7 +221,8 @@ class MonotonicAttention(keras.layers.Layer):
         mode=None,
     ):
         key = value if key is None else key
-        self._check_inputs(query, previous_alignment)
+        check_query_features(query, self.query_kernel)
+        check_previous_alignment(query, previous_alignment)
         single_step = len(query.shape) == 2
         mode = self._mode(mode, training, single_step)
         if projected_key is None:
@@ -397,19 +241,6 @@ class MonotonicAttention(keras.layers.Layer):
             (alignment,) if return_alignment else ())
         return outputs if len(outputs) > 1 else context
 
-    def _check_inputs(self, query, previous_alignment):
-        if query.shape[-1] is not None and query.shape[-1] != self.query_kernel.shape[0]:
-            raise ValueError(
-                f"`query` has {query.shape[-1]} features but the layer was built for "
-                f"{self.query_kernel.shape[0]}; received query.shape={tuple(query.shape)}."
-            )
-        if len(previous_alignment.shape) != len(query.shape):
-            raise ValueError(
-                "`previous_alignment` must be (B, S) for a query (B, Dq) and (B, T, S) for "
-                f"queries (B, T, Dq); received query.shape={tuple(query.shape)}, "
-                f"previous_alignment.shape={tuple(previous_alignment.shape)}."
-            )
-
     def _whole_rows(self, query, value, previous, projected_key, mask, mode, training,
                     single_step):
         """Every energy of every row: the expected alignment (training) or `"hard"`."""
@@ -418,10 +249,7 @@ class MonotonicAttention(keras.layers.Layer):
             previous = ops.expand_dims(previous, 1)  # (B, 1, S)
         monotonic_key, chunk_key = self._split_key(projected_key)
         monotonic_query, chunk_query = self._queries(query)
-        energies = self.energies(
-            ops.expand_dims(monotonic_query, 2) + ops.expand_dims(monotonic_key, 1)
-        )  # (B, T, S)
-        energies = ops.cast(energies, "float32")
+        energies = ops.cast(self.energies(monotonic_query, monotonic_key), "float32")  # (B, T, S)
         if mode == "hard":
             p_choose = ops.cast(energies > 0, "float32")
         else:
@@ -434,8 +262,7 @@ class MonotonicAttention(keras.layers.Layer):
         alignment = monotonic_alignment(p_choose, previous, mode)
         weights = alignment
         if self.chunk_size is not None:
-            chunk = self.chunk_energies(
-                ops.expand_dims(chunk_query, 2) + ops.expand_dims(chunk_key, 1))
+            chunk = self.chunk_energies(chunk_query, chunk_key)
             weights = chunkwise_weights(alignment, chunk, self.chunk_size, mask)
         weights = ops.cast(weights, self.compute_dtype)
         alignment = ops.cast(alignment, self.compute_dtype)
@@ -469,7 +296,7 @@ class MonotonicAttention(keras.layers.Layer):
         def body(position, stop, done):
             rows = first_rows + ops.minimum(position, length - 1)
             key = self._split_key(ops.take(keys, rows, axis=0))[0]  # U h_j (B, U)
-            energy = self.energies(monotonic_query + key)  # (B,)
+            energy = self.energies(monotonic_query[:, None], key[:, None])[:, 0, 0]  # (B,)
             here = (energy > 0) & ops.take(real, rows, axis=0) & ops.logical_not(done)
             stop = ops.where(here, position, stop)
             done = done | here | (position + 1 >= length)
@@ -514,7 +341,7 @@ class MonotonicAttention(keras.layers.Layer):
         clipped = ops.clip(positions, 0, length - 1)
         keys = self._split_key(_gather(projected_key, clipped))[1]  # U_c h (B, w, U)
         energies = ops.cast(
-            self.chunk_energies(ops.expand_dims(chunk_query, 1) + keys), "float32")
+            self.chunk_energies(ops.expand_dims(chunk_query, 1), keys)[:, 0], "float32")
         valid = (positions >= 0) & _gather(mask, clipped) & stopped[:, None]
         return positions, attention_ops.masked_softmax(energies, valid)
 
