@@ -2,7 +2,8 @@
 
 `model` builds it and registers its paper sizes, `layers` holds its two
 zoo-specific layers, and `marian` imports OPUS-MT checkpoints into it
-(`zoo.transformer.marian`, loaded on first use: it reads safetensors).
+(`zoo.transformer.marian`, loaded on first use: it reads safetensors;
+`marian_config` maps their config.json to `TransformerConfig`).
 """
 
 from zoo.transformer.layers import FinalLogitsBias, PaddingMask
