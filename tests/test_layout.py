@@ -18,11 +18,15 @@ The order, bottom to top (a module may import its own level and those below):
 """
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
-ZOO = pathlib.Path(__file__).resolve().parent.parent / "zoo"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ZOO = ROOT / "zoo"
 # The layers that run and search models, and the command line on top of them.
 UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.__main__")
 LEVELS = (
@@ -119,3 +123,22 @@ def test_every_module_has_a_level_and_imports_only_its_level_or_below(module):
 def test_zoo_holds_packages_and_a_few_flat_modules():
     flat = {path.stem for path in ZOO.glob("*.py")}
     assert flat == FLAT, f"new flat modules: {sorted(flat - FLAT)}; gone: {sorted(FLAT - flat)}"
+
+
+def test_import_zoo_leaves_the_heavy_optional_packages_unloaded():
+    """`import zoo` (and `zoo list`) loads keras-tuner, tensorflow-text, sentencepiece,
+    safetensors, TF Serving's protos and sacrebleu only when a command needs them.
+    (matplotlib, scipy and scikit-learn are left out: `import keras` loads them.)"""
+    heavy = ("keras_tuner", "tensorflow_text", "sentencepiece", "safetensors",
+             "tensorflow_serving", "sacrebleu")
+    code = ("import sys, zoo, zoo.text; zoo.list(); "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    # What is loaded lazily is still there on first use.
+    from zoo import text
+
+    assert text.WordPieceTokenizer.__module__ == "zoo.text.wordpiece"
+    assert text.UNK_ID == 1 and text.marian.__name__ == "zoo.text.marian"

@@ -29,7 +29,6 @@ import zipfile
 
 import ml_dtypes  # registers numpy's bfloat16, which safetensors' numpy reader needs
 import numpy as np
-import safetensors
 
 from zoo.errors import ZooError
 
@@ -53,6 +52,9 @@ def _widened(array):
 
 def read_safetensors(path):
     """`dict name -> np.ndarray` of a `.safetensors` file (memory-mapped by the package)."""
+    # Imported here, not at the top: `import zoo` imports this module (the Marian and ViT
+    # importers) and stays light; only reading such a file needs the package.
+    import safetensors  # noqa: PLC0415
     try:
         with safetensors.safe_open(str(path), framework="numpy") as file:
             for name in file.keys():

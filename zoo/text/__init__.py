@@ -49,39 +49,33 @@ public names, and the reserved tokens of `zoo.text.special`, are importable from
 `zoo.text`.
 """
 
-from zoo.text.ids import (
-    ID_SPECS,
-    clean_ids,
-    lookup_ids,
-)
-from zoo.text.normalization import (
-    NORMALIZATION_FORMS,
-    normalize,
-    split_words,
-)
-from zoo.text.special import (
-    END_ID,
-    END_TOKEN,
-    PAD_ID,
-    PAD_TOKEN,
-    RESERVED_TOKENS,
-    START_ID,
-    START_TOKEN,
-    UNK_ID,
-    UNK_TOKEN,
-)
-from zoo.text.vocabulary import (
-    count_words,
-    train_wordpiece_vocabulary,
-)
-from zoo.text.wordpiece import (
-    CONFIG_FILENAME,
-    VOCAB_FILENAME,
-    WordPieceTokenizer,
-)
-from zoo.text.wordpiece_bpe import (
-    SUFFIX_INDICATOR,
-)
+import importlib
+
+# The names are loaded on first use (PEP 562): `zoo.text.special` is imported by the model
+# families, and importing it must not import tensorflow-text with the tokenizers.
+_MODULES = {
+    "CONFIG_FILENAME": "zoo.text.wordpiece",
+    "END_ID": "zoo.text.special",
+    "END_TOKEN": "zoo.text.special",
+    "ID_SPECS": "zoo.text.ids",
+    "NORMALIZATION_FORMS": "zoo.text.normalization",
+    "PAD_ID": "zoo.text.special",
+    "PAD_TOKEN": "zoo.text.special",
+    "RESERVED_TOKENS": "zoo.text.special",
+    "START_ID": "zoo.text.special",
+    "START_TOKEN": "zoo.text.special",
+    "SUFFIX_INDICATOR": "zoo.text.wordpiece_bpe",
+    "UNK_ID": "zoo.text.special",
+    "UNK_TOKEN": "zoo.text.special",
+    "VOCAB_FILENAME": "zoo.text.wordpiece",
+    "WordPieceTokenizer": "zoo.text.wordpiece",
+    "clean_ids": "zoo.text.ids",
+    "count_words": "zoo.text.vocabulary",
+    "lookup_ids": "zoo.text.ids",
+    "normalize": "zoo.text.normalization",
+    "split_words": "zoo.text.normalization",
+    "train_wordpiece_vocabulary": "zoo.text.vocabulary",
+}
 
 __all__ = [
     "CONFIG_FILENAME",
@@ -106,3 +100,20 @@ __all__ = [
     "split_words",
     "train_wordpiece_vocabulary",
 ]
+
+
+def __getattr__(name):
+    """A public name of the modules above, or one of the package's modules (`zoo.text.marian`
+    after `import zoo.text`, as when this file imported them all)."""
+    if name in _MODULES:
+        return getattr(importlib.import_module(_MODULES[name]), name)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
