@@ -207,6 +207,20 @@ def chunked_dot_product_attention(
             "`attention_mask` must have shape (B, T, S) or (T, S); received "
             f"attention_mask.shape={tuple(attention_mask.shape)}."
         )
+    if tf.executing_eagerly():
+        # Called eagerly (a notebook, a GradientTape without tf.function), every op of the
+        # chunk loop would run and be recorded by the tape one by one, keeping each
+        # chunk's scores: O(T·S) memory again. As one graph function the tape records a
+        # single op, whose gradient is the hand-written backward pass.
+        return _graph_attention(query, key, value, chunk_size, scale, key_mask, query_mask,
+                                attention_mask, causal)
+    return _attention(query, key, value, chunk_size, scale, key_mask, query_mask,
+                      attention_mask, causal)
+
+
+def _attention(query, key, value, chunk_size, scale, key_mask, query_mask, attention_mask,
+               causal):
+    """`chunked_dot_product_attention` once its arguments are checked."""
     dtype = query.dtype
     query, key, value = (tf.cast(x, tf.float32) for x in (query, key, value))
     query_length, key_length = tf.shape(query)[2], tf.shape(key)[2]
@@ -233,6 +247,11 @@ def chunked_dot_product_attention(
         return output, gradient
 
     return tf.cast(attention(query, key, value), dtype)
+
+
+# Python arguments (chunk size, scale, causal) are part of the trace key; masks that are
+# None too.
+_graph_attention = tf.function(_attention, reduce_retracing=True, autograph=False)
 
 
 def attend(layer, query, key, value, query_mask, value_mask, key_mask, attention_mask,
