@@ -87,8 +87,11 @@ def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
                     err_msg=f"{family} {name}",
                 )
         assert moved > 1e-2, (family, moved)
-    # The ViT's augmentation step counter counts steps, not steps × replicas.
-    assert int(runs["vit/augmentation_step"]) == 3
+    # The ViT's augmentation step counter counts steps (8 + 8 + 5 examples: 3), not steps ×
+    # replicas.
+    step = list(runs["vit/names"]).index("augmentation/step")
+    for run in ("single", "mirrored"):
+        assert int(runs[f"vit/{run}/final"][step]) == 3, run
 
 
 # === MultiWorkerMirroredStrategy: the README's commands, a worker killed, a restart ===
