@@ -13,6 +13,9 @@ as such and drawn as an ×; larger n of the same layer and width are then not ru
 would fail too) and are recorded as skipped. Softmax attention's full path is skipped
 beforehand where its `(1, N, n, n)` float32 scores alone would pass `--max-scores-gb`:
 on a machine shared with other jobs, an allocation of most of the memory must not be tried.
+`--shared-process` (which `--quick` sets) runs the layers of one (n, d) in one fresh process
+instead, one after the other: one TensorFlow start for all of them, but each peak then
+includes the earlier layers' (a smoke test's shortcut, not a measurement).
 
 Layers (heads of 64, so N = d / 64):
 - `softmax`: `ka.MultiHeadAttention` self-attention, full `(N, n, n)` scores;
@@ -25,7 +28,7 @@ Usage:
     python benchmarks/bench_complexity.py                     # n 128 … 32,768, d 64 and 256
     python benchmarks/bench_complexity.py --max-n 4096 --widths 64 --cap-seconds 30
     python benchmarks/bench_complexity.py --plot-only results.json   # redraw from a run
-    python benchmarks/bench_complexity.py --quick             # tiny sizes, a smoke test
+    python benchmarks/bench_complexity.py --quick             # tiny sizes, one process, a smoke test
 """
 
 import argparse
@@ -81,12 +84,19 @@ def make_layer(name, width, chunk_size):
     raise ValueError(f"unknown layer {name!r}")
 
 
-def run_point(args):
-    """One (layer, n, d) point in this fresh process; prints one JSON line."""
+def run_points(args):
+    """The (layer, n, d) points of `args.layer` (one or more layers), one after the other in
+    this fresh process; prints one JSON line per point."""
+    for name in args.layer:
+        run_point(name, args)
+
+
+def run_point(name, args):
+    """One (layer, n, d) point; prints one JSON line."""
     import numpy as np
     import tensorflow as tf
 
-    layer, attention = make_layer(args.layer, args.width, args.chunk_size)
+    layer, attention = make_layer(name, args.width, args.chunk_size)
     rng = np.random.default_rng(0)
     x = tf.constant(rng.standard_normal((1, args.length, args.width)).astype("float32"))
     projection = tf.constant(rng.standard_normal((1, args.length, args.width)).astype("float32"))
@@ -115,28 +125,40 @@ def run_point(args):
                       "steps": len(times), "peak_mib": peak / 1024}))
 
 
-def measure(layer, length, width, args):
-    """Run one point in a fresh process; failures are returned as a status, not raised."""
-    point = {"layer": layer, "n": length, "d": width}
+def measure(layers, length, width, args):
+    """The points of `layers` at (n, d), run one after the other in one fresh process (one
+    layer, unless `--shared-process`), each under `--cap-seconds`; a list of points.
+    Failures are returned as a status, not raised: a point that printed no result before
+    the process ended gets the process's failure."""
+    points = {layer: {"layer": layer, "n": length, "d": width} for layer in layers}
     heads = max(1, width // HEAD_SIZE)
     scores_gb = heads * length * length * 4 / 1e9
-    if layer == "softmax" and scores_gb > args.max_scores_gb:
-        return dict(point, status=f"skipped: scores alone {scores_gb:.1f} GB")
-    command = [sys.executable, os.path.abspath(__file__), "--point", "--layer", layer,
+    if "softmax" in points and scores_gb > args.max_scores_gb:
+        points["softmax"]["status"] = f"skipped: scores alone {scores_gb:.1f} GB"
+    todo = [layer for layer in layers if "status" not in points[layer]]
+    if not todo:
+        return list(points.values())
+    command = [sys.executable, os.path.abspath(__file__), "--point", "--layer", *todo,
                "--length", str(length), "--widths", str(width), "--chunk-size",
                str(args.chunk_size), "--repeats", str(args.repeats),
                "--cap-seconds", str(args.cap_seconds)]
     try:
         result = subprocess.run(command, capture_output=True, text=True,
-                                timeout=args.cap_seconds, check=False)
-    except subprocess.TimeoutExpired:
-        return dict(point, status=f"time cap {args.cap_seconds:g} s")
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    if result.returncode == 0 and lines:
-        return dict(point, **json.loads(lines[-1]), status="ok")
-    memory = result.returncode == -9 or "ResourceExhausted" in result.stderr or (
-        "MemoryError" in result.stderr)
-    return dict(point, status="out of memory" if memory else f"failed ({result.returncode})")
+                                timeout=args.cap_seconds * len(todo), check=False)
+        stdout, failure = result.stdout, None
+    except subprocess.TimeoutExpired as timeout:
+        stdout, failure = timeout.stdout or "", f"time cap {args.cap_seconds:g} s"
+        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    for layer, line in zip(todo, lines):
+        points[layer].update(line, status="ok")
+    if failure is None and (result.returncode != 0 or len(lines) < len(todo)):
+        memory = result.returncode == -9 or "ResourceExhausted" in result.stderr or (
+            "MemoryError" in result.stderr)
+        failure = "out of memory" if memory else f"failed ({result.returncode})"
+    for layer in todo[len(lines):]:
+        points[layer]["status"] = failure
+    return list(points.values())
 
 
 def sweep(args):
@@ -144,12 +166,16 @@ def sweep(args):
     points, failed = [], set()
     for width in args.widths:
         for length in lengths:
+            shared = {}
+            if args.shared_process:
+                todo = [layer for layer in args.layers if (layer, width) not in failed]
+                shared = {p["layer"]: p for p in measure(todo, length, width, args)}
             for layer in args.layers:
                 if (layer, width) in failed:
                     point = {"layer": layer, "n": length, "d": width,
                              "status": "skipped: a smaller n failed"}
                 else:
-                    point = measure(layer, length, width, args)
+                    point = shared.get(layer) or measure([layer], length, width, args)[0]
                     if point["status"] != "ok":
                         failed.add((layer, width))
                 points.append(point)
@@ -282,17 +308,21 @@ def main():
     parser.add_argument("--output", default=os.path.join(ROOT, "docs", "images", "complexity.png"))
     parser.add_argument("--json", help="also write the points to this file")
     parser.add_argument("--plot-only", help="redraw the picture and tables from a --json file")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
+    parser.add_argument("--shared-process", action="store_true",
+                        help="the layers of one (n, d) in one fresh process (a smoke test: "
+                             "each peak includes the earlier layers')")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and --shared-process, a smoke test")
     parser.add_argument("--point", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--layer", help=argparse.SUPPRESS)
+    parser.add_argument("--layer", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.point:
         args.width = args.widths[0]
-        return run_point(args)
+        return run_points(args)
     if args.quick:
         args.min_n, args.max_n, args.widths, args.chunk_size = 32, 32, [16], 16
-        args.repeats, args.fit_min_n = 1, 32
+        args.repeats, args.fit_min_n, args.shared_process = 1, 32, True
     if args.plot_only:
         with open(args.plot_only) as file:
             saved = json.load(file)

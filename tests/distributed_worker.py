@@ -1,7 +1,8 @@
 """Runs one `zoo train ...` command line, as one worker of a job, with probes for the tests.
 
 Run by tests/test_distribute.py, one process per worker (`TF_CONFIG` set for
-`--strategy multiworker`):
+`--strategy multiworker`), and as `main(argv)` in the test's own process for its
+single-replica reference (`--strategy mirrored` on that process's one device):
 
     python tests/distributed_worker.py --weights FILE --log FILE [--pause-at E:B] \
         [--interrupt-at E:B] -- train transformer-tiny --data numbers --strategy multiworker \
@@ -55,12 +56,8 @@ def main(argv=None):
     # (MultiWorkerMirroredStrategy must come first).
     import keras
     import numpy as np
-    import tensorflow as tf
 
     from zoo import cli, distribute, runs
-
-    keras.config.disable_traceback_filtering()  # Full tracebacks in the test logs.
-    tf.debugging.disable_traceback_filtering()
 
     def write(**event):
         with open(args.log, "a") as f:
@@ -99,10 +96,13 @@ def main(argv=None):
         return results[-1]
 
     runs.train = probed_train
-    status = cli.main(command)
-    if interrupted and status == cli.EXIT_INTERRUPTED and not results:
-        keras.backend.clear_session()  # as in a new process; the layer names stay the same
-        status = cli.main(command)  # the same command again: it resumes
+    try:
+        status = cli.main(command)
+        if interrupted and status == cli.EXIT_INTERRUPTED and not results:
+            keras.backend.clear_session()  # as in a new process; the layer names stay the same
+            status = cli.main(command)  # the same command again: it resumes
+    finally:
+        runs.train = real_train  # (main may run in a test's process)
     if status or not results:
         return status or 1
 
@@ -121,4 +121,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    import keras
+    import tensorflow as tf
+
+    keras.config.disable_traceback_filtering()  # Full tracebacks in the test logs.
+    tf.debugging.disable_traceback_filtering()
     sys.exit(main())

@@ -1,7 +1,8 @@
 """The complexity benchmark runs end to end at tiny sizes: a table, slopes and a picture.
 
-The script runs in this process; each of its points still runs in a fresh process, whose
-peak resident set is the point's own.
+The script runs in this process. `--quick` runs its five points one after the other in one
+fresh process (`--shared-process`: one TensorFlow start instead of five); a point over the
+time cap runs alone in its own process, as every point of a full run does.
 """
 
 import json
@@ -20,6 +21,9 @@ def test_bench_complexity_quick_writes_table_json_and_picture(tmp_path, run_benc
     # --quick asks for one timed step after the first; the table shows the points' numbers.
     assert [p["steps"] for p in saved["points"]] == [1] * 5
     assert cells == [f"{p['step_s'] * 1e3:.1f} / {p['peak_mib']:.0f}" for p in saved["points"]]
+    # One process: each peak (VmHWM, a high-water mark) is at least the one before it.
+    peaks = [p["peak_mib"] for p in saved["points"]]
+    assert peaks == sorted(peaks), peaks
     assert picture.stat().st_size > 0
     again = run_benchmark("bench_complexity.py", "--quick", "--plot-only", points, "--output",
                           tmp_path / "again.png")

@@ -17,8 +17,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train.py"
 @pytest.mark.slow
 def test_bench_train_quick_runs_and_prints_the_table():
     pytest.importorskip(
-        "keras_hub", reason="compares against keras-hub, which only the bench extra installs "
-        "(make bench, or pip install -e .[bench])")
+        "keras_hub", reason="needs keras-hub, in the optional bench extra: install it with "
+        "pip install -e '.[bench]' (make bench installs it too, then runs every benchmark)")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick"],

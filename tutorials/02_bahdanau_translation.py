@@ -45,9 +45,9 @@ OUT = pathlib.Path(os.environ.get("TUTORIAL_OUT", "docs/images"))
 OUT.mkdir(parents=True, exist_ok=True)
 keras.utils.set_random_seed(0)
 
-NUM_TRAIN, NUM_TEST, EPOCHS, UNITS = (300, 20, 1, 16) if SMOKE else (10000, 500, 6, 64)
+NUM_TRAIN, NUM_TEST, EPOCHS, UNITS = (128, 8, 1, 16) if SMOKE else (10000, 500, 6, 64)
 if SMOKE:
-    # A smoke run trains for five steps and decodes a few dates: tracing the
+    # A smoke run trains for two steps and decodes a few dates: tracing the
     # train step and the decoding loops into graphs would cost more than
     # running them eagerly.
     tf.config.run_functions_eagerly(True)

@@ -49,7 +49,7 @@ MODELS = pathlib.Path(os.environ.get("TUTORIAL_MODELS")
 keras.utils.set_random_seed(0)
 
 if SMOKE:
-    NUM_TRAIN, NUM_TEST, VOCAB, EPOCHS = 300, 16, 200, 1
+    NUM_TRAIN, NUM_TEST, VOCAB, EPOCHS = 128, 4, 200, 1
     SIZES = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=2,
                  intermediate_dim=64)
 else:

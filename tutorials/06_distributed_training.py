@@ -50,7 +50,7 @@ SMOKE = os.environ.get("TUTORIAL_SMOKE") == "1"  # tiny sizes, for CI
 OUT = pathlib.Path(os.environ.get("TUTORIAL_OUT", "docs/images"))
 OUT.mkdir(parents=True, exist_ok=True)
 
-NUM_TRAIN, STEPS, PER_REPLICA = (64, 4, 8) if SMOKE else (4000, 150, 32)
+NUM_TRAIN, STEPS, PER_REPLICA = (32, 2, 8) if SMOKE else (4000, 150, 32)
 SIZES = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=2,
              intermediate_dim=64) if SMOKE else {}
 MAX_LENGTH = 48
