@@ -14,6 +14,8 @@ from zoo import registry, runs
 from zoo.runs import averaging, budget, interval, pacing
 from zoo.runs.callbacks import RunCallbacks
 
+from interrupts import Interrupt  # pytest puts tests/ (no __init__.py) on sys.path
+
 SMALL = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
              intermediate_dim=32, vocabulary_size=100, max_length=16)
 
@@ -190,18 +192,6 @@ def test_timing_steps_are_undone():
 
 
 # === A run with a budget: config.json, resume, the average ===
-
-
-class Interrupt(keras.callbacks.Callback):
-    """Raises at the start of `epoch`, as a kill would stop the process there."""
-
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise KeyboardInterrupt
 
 
 def _budget_run(out, **extra):

@@ -21,7 +21,7 @@ from zoo import decode
 START, END, PAD = decode.START_ID, decode.END_ID, decode.PAD_ID
 V = 16
 TRANSFORMER = dict(
-    num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=4, intermediate_dim=64,
+    num_encoder_layers=1, num_decoder_layers=2, d_model=32, num_heads=4, intermediate_dim=64,
     vocabulary_size=V, max_length=64,
 )
 TRANSFORMERS = {

@@ -27,6 +27,8 @@ from zoo.text import tokenizers
 from zoo.text.special import special_ids
 from zoo.transformer import TransformerConfig, marian
 
+from interrupts import Interrupt  # pytest puts tests/ (no __init__.py) on sys.path
+
 FOLDER = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
 
 
@@ -264,26 +266,11 @@ def test_bad_folders_are_refused_in_one_line(tmp_path, edit, remove, error, mess
 
 
 @pytest.mark.slow
-def test_export_serves_the_reference_strings(imported, references, tmp_path):
-    from test_export import SERVE_SCRIPT, text_op_libraries
-
-    path = marian.export_folder(FOLDER, tmp_path / "opus", max_length=references["max_new_tokens"])
+def test_export_serves_the_reference_strings(opus_export, references):
+    path, report = opus_export
     metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
     assert metadata["length_penalty"] == "hf" and metadata["alpha"] == 1.0
     assert metadata["special_ids"] == {"pad": 109, "start": 109, "end": 0}
-    sentences = np.array([s.encode() for s in references["sentences"]], dtype=object)
-    request = {
-        "exports": {"opus": str(path)}, "ops": {"opus": []}, "op_libraries": text_op_libraries(),
-        "calls": {name: ("opus", name, {"text": sentences})
-                  for name in ("serving_default", "greedy")},
-    }
-    (tmp_path / "request.pkl").write_bytes(pickle.dumps(request))
-    (tmp_path / "serve.py").write_text(SERVE_SCRIPT)
-    result = subprocess.run(
-        [sys.executable, str(tmp_path / "serve.py"), str(tmp_path / "request.pkl"),
-         str(tmp_path / "report.pkl")], capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    report = pickle.loads((tmp_path / "report.pkl").read_bytes())
     assert report["imported"] == []
     beam, greedy = report["results"]["serving_default"], report["results"]["greedy"]
     assert [t.decode() for t in beam["translation"]] == references["beam_text"]
@@ -356,18 +343,41 @@ def test_import_stops_where_generate_stops_when_greedy_never_ends(tmp_path, monk
         np.testing.assert_array_equal(tokens[:, 62], 0)  # 62 tokens, then </s>
 
 
+@pytest.fixture(scope="module")
+def opus_export(tmp_path_factory, references):
+    """`zoo import`'s export (its defaults) of FOLDER with generation_config.json's max_length
+    31 = the references' 1 + max_new_tokens, and what a fresh process without our code
+    (test_export's SERVE_SCRIPT) serves from it for the reference sentences:
+    `(version directory, the process's report)`."""
+    from test_export import SERVE_SCRIPT, text_op_libraries
+
+    tmp = tmp_path_factory.mktemp("opus")
+    folder = folder_copy(tmp, {"max_length": references["max_new_tokens"] + 1})
+    path = marian.export_folder(folder, tmp / "opus")
+    sentences = np.array([s.encode() for s in references["sentences"]], dtype=object)
+    request = {
+        "exports": {"opus": str(path)}, "ops": {"opus": []}, "op_libraries": text_op_libraries(),
+        "calls": {name: ("opus", name, {"text": sentences})
+                  for name in ("serving_default", "greedy")},
+    }
+    (tmp / "request.pkl").write_bytes(pickle.dumps(request))
+    (tmp / "serve.py").write_text(SERVE_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(tmp / "serve.py"), str(tmp / "request.pkl"), str(tmp / "report.pkl")],
+        capture_output=True, text=True, cwd=tmp, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return path, pickle.loads((tmp / "report.pkl").read_bytes())
+
+
 @pytest.mark.slow
-def test_zoo_import_returns_generates_beam_at_its_max_length(references, tmp_path):
+def test_zoo_import_returns_generates_beam_at_its_max_length(opus_export, references):
     """generation_config.json's max_length 31 = the references' 1 + max_new_tokens: `zoo
     import`'s defaults give transformers' recorded beam rows, 29 tokens + </s> at the limit."""
-    folder = folder_copy(tmp_path, {"max_length": references["max_new_tokens"] + 1})
-    path = marian.export_folder(folder, tmp_path / "opus")
+    path, report = opus_export
     metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
     assert (metadata["max_length"], metadata["max_new_tokens"]) == (64, 30)
-    served = tf.saved_model.load(str(path))
-    text = tf.constant(references["sentences"])
-    beam = served.signatures["serving_default"](text=text)["tokens"].numpy()
-    greedy = served.signatures["greedy"](text=text)["tokens"].numpy()
+    beam = report["results"]["serving_default"]["tokens"]
+    greedy = report["results"]["greedy"]["tokens"]
     assert beam.shape[1] == 30
     assert ours(beam, 109) == generated(references["beam_ids"], 109)
     assert ours(greedy, 109) == generated(references["greedy_ids"], 109)
@@ -418,18 +428,6 @@ def test_data_path_encodes_like_hugging_face(imported, fine_tuning):
     compiled = zoo.get("transformer-base", weights=FOLDER, label_smoothing=0.0)
     assert float(compiled.compute_loss(y=labels, y_pred=logits)) == pytest.approx(
         fine_tuning["loss"], abs=1e-4)
-
-
-class Interrupt(keras.callbacks.Callback):
-    """Raises at the start of `epoch`, as a kill would stop the process there."""
-
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise KeyboardInterrupt
 
 
 class WeightsAtStart(keras.callbacks.Callback):

@@ -15,6 +15,8 @@ from zoo.datasets import preparation
 from zoo.runs import callbacks, evaluation, options
 from zoo.text import tokenizers
 
+from interrupts import Interrupt  # pytest puts tests/ (no __init__.py) on sys.path
+
 
 def write(path, data):
     path.write_bytes(data)
@@ -97,18 +99,6 @@ def test_dataset_kind_and_family_check():
 
 
 # === Callbacks: history, checkpoints and backup across an interruption ===
-
-
-class Interrupt(keras.callbacks.Callback):
-    """Raises at the start of `epoch`, as a kill would stop the process there."""
-
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise KeyboardInterrupt
 
 
 def _dense_model():
