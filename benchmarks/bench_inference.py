@@ -24,10 +24,12 @@ folder never makes `</s>` likely; nothing forces `</s>` at the limit).
 First, greedy on the first `--check` sentences: the rows of token ids equal to
 transformers' and the mean output length, per engine (a speed figure over different
 outputs is worthless). Then greedy and beam 4 at each batch size: every round times each
-engine once over the same sentences, the order reversed every other round, after one
-untimed warm-up pass (XLA compiles there). The table gives medians over rounds: sentences/s,
-ms per sentence, and the median per-round ratio of the engine's time to CTranslate2
-float32's (2.0 = twice as slow).
+engine once over the same sentences (`--batch1-sentences` fewer at batch 1), the order
+reversed every other round, after an untimed warm-up (one call; the XLA engines all
+the timed sentences, so that every source bucket is compiled). The table gives medians
+over rounds: sentences/s, ms per sentence, the median per-round ratio of the engine's
+time to CTranslate2 float32's (2.0 = twice as slow), and the rows of the first round
+equal to transformers' token ids.
 """
 
 import argparse
@@ -45,6 +47,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ENGINES = ("zoo", "saved-model", "saved-model-jit", "transformers", "ct2-float32", "ct2-int8")
 REFERENCE, BASELINE = "transformers", "ct2-float32"
+XLA = ("zoo", "saved-model-jit")  # warmed up on every timed sentence: one compilation per bucket
 VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
                 "amx_tile", "amx_int8")
 QUICK = dict(size="tiny", sentences=8, check=8, length=8, rounds=1, batches=(1, 4))
@@ -152,28 +155,34 @@ def check_outputs(engines, count, batch):
     return results
 
 
-def measure(engines, configs, count, rounds):
-    """{config: {engine: [seconds per round]}} and {config: {engine: rows equal to REFERENCE}}."""
+def measure(engines, configs, counts, rounds):
+    """{config: {engine: [seconds per round]}} and {config: {engine: rows equal to REFERENCE}}
+    (in the first round). `counts[batch]`: the sentences timed at that batch size."""
     names = list(engines)
     times = {config: {name: [] for name in names} for config in configs}
     agree = {}
-    for config in configs:  # warm-up: traces and XLA compilations; outputs compared
-        ids = {name: engines[name].request(*config, count)["ids"] for name in names}
-        agree[config] = {name: sum(a == b for a, b in zip(ids[name], ids[REFERENCE])) for name in names}
-        print(f"  warm-up {config[0]} batch {config[1]} done", flush=True)
+    for search, batch in configs:  # warm-up: XLA compiles one program per bucket it meets
+        for name in names:
+            engines[name].request(search, batch, counts[batch] if name in XLA else batch)
+        print(f"  warm-up {search} batch {batch} done", flush=True)
     for r in range(rounds):
         order = names if r % 2 == 0 else names[::-1]
         for config in configs:
-            for name in order:
-                times[config][name].append(engines[name].request(*config, count)["seconds"])
+            replies = {name: engines[name].request(*config, counts[config[1]]) for name in order}
+            for name, reply in replies.items():
+                times[config][name].append(reply["seconds"])
+            if r == 0:
+                agree[config] = {name: sum(a == b for a, b in zip(replies[name]["ids"], replies[REFERENCE]["ids"]))
+                                 for name in names}
         print(f"  round {r + 1}/{rounds} done", flush=True)
     return times, agree
 
 
-def report(times, agree, count):
+def report(times, agree, counts):
     print(f"\n{'search':7s} {'batch':>5s}  {'engine':16s} {'sent/s':>8s} {'ms/sent':>9s} "
           f"{'x CT2 f32 time':>14s} {'rows = HF':>10s}")
     for (search, batch), by_engine in times.items():
+        count = counts[batch]
         for name, seconds in by_engine.items():
             ratio = statistics.median(s / b for s, b in zip(seconds, by_engine[BASELINE]))
             median = statistics.median(seconds)
@@ -196,11 +205,14 @@ def translation(args):
                 engines[name] = Engine(name, settings_path)
             check_outputs(engines, min(args.check, args.sentences), max(args.batches))
             configs = [(search, batch) for search in ("greedy", "beam") for batch in args.batches]
-            times, agree = measure(engines, configs, args.sentences, args.rounds)
+            counts = {batch: args.sentences for batch in args.batches}
+            if args.batch1_sentences and 1 in counts:
+                counts[1] = min(args.batch1_sentences, args.sentences)
+            times, agree = measure(engines, configs, counts, args.rounds)
         finally:
             for engine in engines.values():
                 engine.close()
-        report(times, agree, args.sentences)
+        report(times, agree, counts)
 
 
 def parse_args(argv):
@@ -213,6 +225,8 @@ def parse_args(argv):
     parser.add_argument("--length", type=int, help="tokens generated per sentence (default 32)")
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--batches", type=lambda s: tuple(int(b) for b in s.split(",")))
+    parser.add_argument("--batch1-sentences", type=int,
+                        help="time batch 1 on the first N sentences only (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--engines", type=lambda s: s.split(","), default=list(ENGINES))
