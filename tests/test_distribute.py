@@ -230,7 +230,6 @@ def test_multiworker_readme_commands_kill_a_worker_and_resume(tmp_path, processe
     # --- Round 1: worker 1 stops after the 2nd step of epoch 1; SIGKILL it, then the chief
     # (which cannot go on without worker 1: it waits at the next all-reduce).
     job, _ = start_job(1, pause_at="1:1")
-    deadline = time.monotonic() + TIMEOUT
     (chief, chief_files), (worker, worker_files) = job
 
     # The reference trains here while the workers start.
@@ -240,6 +239,7 @@ def test_multiworker_readme_commands_kill_a_worker_and_resume(tmp_path, processe
          "--no-export", "--interrupt-at", "1:1", "--",
          *reference_argv, *TINY_ARGS, "--batch-size", "8"]  # the same global batch
     ) == 0
+    deadline = time.monotonic() + TIMEOUT
     while not paused(worker_files["log"]):
         for process, files in job:
             if process.poll() is not None:
