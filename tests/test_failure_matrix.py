@@ -4,9 +4,10 @@ Each `Cell` of `MATRIX` states the expected outcome and the test checks all
 three parts: the exit code; one line on stderr (matching `message`), no
 traceback; what is on disk afterwards (`disk`, checked by `check`): no
 half-written file under its final name, the previous version intact. The
-in-process cells call `zoo.cli.main`; the kills and the concurrent exports
-run `python -m zoo` in subprocesses. One tiny run and one export are made per
-session (`numbers_run` and `numbers_export`, tests/conftest.py) and copied for each cell.
+in-process cells call `zoo.cli.main` (`run_main`, tests/zoo_cli.py); the
+kills and the concurrent exports run `python -m zoo` in subprocesses. One tiny
+run and one export are made per session (`numbers_run` and `numbers_export`,
+tests/conftest.py) and copied for each cell.
 
 `render_table()` is `docs/reliability.md` (written by `tools/reliability_table.py`);
 `test_reliability_doc_is_the_rendered_matrix` keeps the two equal.
@@ -26,7 +27,9 @@ import sys
 import pytest
 import tensorflow as tf
 
-from zoo import cli, files, runs
+from zoo import files, runs
+
+from zoo_cli import run_main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reliability.md"
@@ -299,13 +302,6 @@ TMPFS_CELL = Cell(
 # === Running the cells ===
 
 
-def run_main(argv):
-    try:
-        return cli.main([str(a) for a in argv])
-    except SystemExit as exit_:
-        return exit_.code
-
-
 def check_outcome(cell, code, err, ws, before):
     """The three parts of a cell's outcome: exit code, one stderr line, the disk."""
     assert code == cell.code, err[-2000:]
@@ -361,16 +357,16 @@ def ws(numbers_run, numbers_export, started, tmp_path):
 
 
 @pytest.mark.parametrize("cell", MATRIX, ids=lambda cell: cell.id)
-def test_cell(cell, ws, capsys, monkeypatch):
+def test_cell(cell, ws, monkeypatch):
     argv = cell.args(ws)
     before = digest(ws)
     if cell.full_disk_at:
         full_disk_at(monkeypatch, cell.full_disk_at)
-    code = run_main(argv)
+    code, _, err = run_main(*argv)
     monkeypatch.undo()
-    check_outcome(cell, code, capsys.readouterr().err, ws, before)
+    check_outcome(cell, code, err, ws, before)
     if cell.command == "train" and cell.full_disk_at:  # once space is freed: resumes
-        assert run_main(argv) == 0
+        assert run_main(*argv).code == 0
         resumed_history(ws, before)
 
 
@@ -428,7 +424,7 @@ def small_tmpfs(path, size="6m"):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def test_a_real_full_disk(numbers_run, tmp_path, capsys):
+def test_a_real_full_disk(numbers_run, tmp_path):
     cell = TMPFS_CELL
     with small_tmpfs(tmp_path / "tmpfs") as disk:
         shutil.copytree(numbers_run.run_dir, disk / "run")
@@ -436,7 +432,8 @@ def test_a_real_full_disk(numbers_run, tmp_path, capsys):
         filler = disk / "filler"
         write(filler, bytes(max(0, shutil.disk_usage(disk).free - 100_000)))
         argv, before = cell.args(disk), digest(disk)
-        check_outcome(cell, run_main(argv), capsys.readouterr().err, disk, before)
+        code, _, err = run_main(*argv)
+        check_outcome(cell, code, err, disk, before)
 
 
 # === docs/reliability.md ===
