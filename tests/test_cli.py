@@ -2,9 +2,10 @@
 
 Most commands run in-process through `zoo.cli.main(argv)`, the function the
 console script and `python -m zoo` call, with stdout and stderr captured
-(`run_main`, tests/zoo_cli.py): a fresh process per command would spend most of its time importing TensorFlow.
-Two tests run real processes: the entry point's exit code and error line, and
-a training killed with SIGKILL and resumed.
+(`run_main`, tests/zoo_cli.py): a fresh process per command would spend most
+of its time importing TensorFlow. Two real processes: one meets the entry point
+with a user error and with a bug (exit codes, error lines, ZOO_DEBUG=1), and a
+training is killed with SIGKILL and resumed.
 """
 
 import json
@@ -36,14 +37,6 @@ TINY_TRANSFORMER = [
     "--set", "num_heads=2", "--set", "intermediate_dim=64", "--set", "vocabulary_size=200",
     "--set", "max_length=24",
 ]
-
-
-def zoo_cli(*args, timeout=300, cwd=None):
-    """`python -m zoo ARGS` in a fresh process (the real entry point)."""
-    return subprocess.run(
-        [sys.executable, "-m", "zoo", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, env=ENV, cwd=cwd,
-    )
 
 
 def assert_one_line_error(code, err, message):
@@ -123,9 +116,49 @@ def test_user_errors_print_one_line_and_exit_2(args, message):
     assert_one_line_error(code, err, message)
 
 
-def test_user_errors_from_the_real_entry_point():
-    result = zoo_cli("train", "vit-tiny", "--data", "numbers")
-    assert_one_line_error(result.returncode, result.stderr, "holds translation data")
+# One process meets the real entry point three times (`python -m zoo` is zoo/__main__.py run
+# as the interpreter runs it: `runpy`): a user error, a bug, then the bug again with
+# ZOO_DEBUG=1, raised as is, which the interpreter prints before exiting with 1.
+ENTRY_POINT_SCRIPT = """\
+import os, runpy, sys
+
+def zoo(*argv):
+    sys.argv = ["zoo", *argv]
+    try:
+        runpy.run_module("zoo", run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        return exit_.code
+
+print("user error: exit code", zoo("train", "vit-tiny", "--data", "numbers"))
+sys.stderr.write("=== a bug\\n")
+from zoo.vit.model import ViTConfig
+def broken(config):
+    raise ValueError("Dimensions must be equal")
+ViTConfig.num_params = broken
+print("bug: exit code", zoo("describe", "vit-tiny"))
+sys.stderr.write("=== ZOO_DEBUG=1\\n")
+os.environ["ZOO_DEBUG"] = "1"
+zoo("describe", "vit-tiny")
+"""
+
+
+@pytest.fixture(scope="module")
+def entry_point():
+    """`(the process, its stderr for the user error, for the bug, for the bug raised)`."""
+    result = subprocess.run([sys.executable, "-c", ENTRY_POINT_SCRIPT], capture_output=True,
+                            text=True, timeout=300, env=ENV,
+                            cwd=pathlib.Path(__file__).resolve().parent.parent)
+    assert result.stderr.count("\n=== ") == 2, result.stderr[-3000:]
+    user_error, rest = result.stderr.split("=== a bug\n")
+    reported, raised = rest.split("=== ZOO_DEBUG=1\n")
+    return result, user_error, reported, raised
+
+
+def test_user_errors_from_the_real_entry_point(entry_point):
+    result, user_error, _, _ = entry_point
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("user error: exit code "), result.stdout
+    assert_one_line_error(int(first.split()[-1]), user_error, "holds translation data")
 
 
 def test_bad_config_file_is_a_user_error(tmp_path):
@@ -192,26 +225,12 @@ def test_zoo_debug_raises_the_bug_with_its_whole_traceback(capsys, monkeypatch):
         cli.main(["describe", "vit-tiny", "--set", "num_layers=0"])  # user errors too
 
 
-def test_a_bug_from_the_real_entry_point_exits_1_and_zoo_debug_prints_the_traceback():
-    # One process: the bug reported (ZOO_DEBUG unset), then raised as is (ZOO_DEBUG=1),
-    # which the interpreter prints before exiting with 1.
-    script = (
-        "import os, sys\n"
-        "from zoo import cli\n"
-        "from zoo.vit.model import ViTConfig\n"
-        "def broken(config):\n"
-        "    raise ValueError('Dimensions must be equal')\n"
-        "ViTConfig.num_params = broken\n"
-        "print('exit code', cli.main(['describe', 'vit-tiny']))\n"
-        "sys.stderr.write('=== ZOO_DEBUG=1\\n')\n"
-        "os.environ['ZOO_DEBUG'] = '1'\n"
-        "sys.exit(cli.main(['describe', 'vit-tiny']))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=300, env=ENV, cwd=pathlib.Path(__file__).resolve().parent.parent)
+def test_a_bug_from_the_real_entry_point_exits_1_and_zoo_debug_prints_the_traceback(
+    entry_point,
+):
+    result, _, reported, raised = entry_point
     assert result.returncode == 1, result.stderr[-3000:]
-    assert result.stdout == "exit code 1\n"
-    reported, raised = result.stderr.split("=== ZOO_DEBUG=1\n")
+    assert result.stdout.splitlines()[1:] == ["bug: exit code 1"]  # nothing else printed
     assert "Traceback" not in reported
     assert "zoo describe: internal error (a bug, not a mistake in the command): " \
            "ValueError: Dimensions must be equal" in reported
