@@ -418,13 +418,14 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
 def test_demo_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
     from zoo.runs import demo
 
-    # The demo's recipe on a one-layer transformer-tiny: its four steps are under test, not
-    # the size of its model.
+    # The demo's recipe on a one-layer transformer-tiny with a small vocabulary, 200 pairs
+    # and a budget of under a second: its four steps are under test, not the size of its
+    # model or how well it learns.
     monkeypatch.setattr(demo, "OVERRIDES", {
-        **demo.OVERRIDES, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_model": 32,
-        "num_heads": 2, "intermediate_dim": 64})
+        **demo.OVERRIDES, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_model": 16,
+        "num_heads": 2, "intermediate_dim": 32, "vocabulary_size": 100})
     result = run_main(
-        "demo", "--minutes", "0.1", "--train-size", "600", "--test-size", "10",
+        "demo", "--minutes", "0.01", "--train-size", "200", "--test-size", "5",
         "--out", tmp_path / "demo", "--export-to", tmp_path / "saved",
     )
     assert result.code == 0, result.err[-3000:]
