@@ -4,7 +4,6 @@ test, and one small trained and exported translation run per session (`numbers_r
 import contextlib
 import dataclasses
 import hashlib
-import io
 import os
 import pathlib
 import runpy
@@ -13,6 +12,7 @@ import sys
 import pytest
 
 import no_network
+from zoo_cli import run_main
 
 # Must be set before TensorFlow is imported anywhere; keras is imported lazily
 # inside the fixtures below so that this line runs first.
@@ -178,16 +178,6 @@ class NumbersExport:
     stdout: str
 
 
-def _zoo_main_output(argv):
-    """`zoo.cli.main(argv)` in this process: (exit code, stdout, stderr)."""
-    from zoo import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
-
-
 def _zoo_train(name, data, run_dir, overrides, options):
     """`zoo train NAME --data DATA --out RUN_DIR --set K=V... --OPTION V...` in this process:
     (what it printed, the `RunResult` it got from `zoo.runs.train`)."""
@@ -209,7 +199,7 @@ def _zoo_train(name, data, run_dir, overrides, options):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(runs, "train", train_and_keep_result)
-        code, stdout, err = _zoo_main_output(argv)
+        code, stdout, err = run_main(*argv)
     assert code == 0 and len(returned) == 1, err[-3000:]
     return stdout, returned[0]
 
@@ -242,9 +232,10 @@ def numbers_run(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def numbers_export(numbers_run, tmp_path_factory):
-    """A `NumbersExport`: `zoo export RUN --to ROOT` of `numbers_run` through `zoo.cli.main`."""
+    """A `NumbersExport`: `zoo export RUN --to ROOT` of `numbers_run` through `zoo.cli.main`
+    (`run_main`, tests/zoo_cli.py)."""
     root = tmp_path_factory.mktemp("numbers_export") / "saved_models"
-    code, stdout, err = _zoo_main_output(["export", numbers_run.run_dir, "--to", root])
+    code, stdout, err = run_main("export", numbers_run.run_dir, "--to", root)
     assert code == 0, err[-3000:]
     with _read_only(root, "numbers_export"):
         yield NumbersExport(root, stdout)

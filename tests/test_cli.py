@@ -1,14 +1,13 @@
 """The command line, run as a user would.
 
 Most commands run in-process through `zoo.cli.main(argv)`, the function the
-console script and `python -m zoo` call, with stdout and stderr captured: a
-fresh process per command would spend most of its time importing TensorFlow.
-Two tests run real processes: the entry point's exit code and error line, and
-a training killed with SIGKILL and resumed.
+console script and `python -m zoo` call, with stdout and stderr captured
+(`run_main`, tests/zoo_cli.py): a fresh process per command would spend most
+of its time importing TensorFlow. Two real processes: one meets the entry point
+with a user error and with a bug (exit codes, error lines, ZOO_DEBUG=1), and a
+training is killed with SIGKILL and resumed.
 """
 
-import contextlib
-import io
 import json
 import os
 import pathlib
@@ -24,6 +23,8 @@ import pytest
 
 from zoo import cli
 
+from zoo_cli import run_main
+
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
 ENV.pop("ZOO_DEBUG", None)
 TF_NOISE = re.compile(
@@ -36,42 +37,6 @@ TINY_TRANSFORMER = [
     "--set", "num_heads=2", "--set", "intermediate_dim=64", "--set", "vocabulary_size=200",
     "--set", "max_length=24",
 ]
-
-
-def zoo_cli(*args, timeout=300, cwd=None):
-    """`python -m zoo ARGS` in a fresh process (the real entry point)."""
-    return subprocess.run(
-        [sys.executable, "-m", "zoo", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, env=ENV, cwd=cwd,
-    )
-
-
-def zoo_main(*args, cwd=None):
-    """`zoo ARGS` in this process: `zoo.cli.main` with stdout/stderr captured and `cwd` as
-    the working directory, as a `subprocess.CompletedProcess`."""
-    out, err = io.StringIO(), io.StringIO()
-    previous = os.getcwd()
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main([str(a) for a in args])
-            except SystemExit as exit_:
-                code = exit_.code
-    finally:
-        os.chdir(previous)
-    return subprocess.CompletedProcess(args, code or 0, out.getvalue(), err.getvalue())
-
-
-def run_main(capsys, *args):
-    """`zoo.cli.main` in-process: (exit code, stdout, stderr)."""
-    try:
-        code = cli.main([str(a) for a in args])
-    except SystemExit as exit_:  # argparse: --help and usage errors
-        code = exit_.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def assert_one_line_error(code, err, message):
@@ -89,25 +54,25 @@ def assert_one_line_error(code, err, message):
 
 
 def test_list_and_glob():
-    result = zoo_main("list", "vit-*")
-    assert result.returncode == 0, result.stderr
-    names = [line.split()[0] for line in result.stdout.splitlines()]
+    result = run_main("list", "vit-*")
+    assert result.code == 0, result.err
+    names = [line.split()[0] for line in result.out.splitlines()]
     assert names == sorted(names)
     assert "vit-b16" in names and "vit-tiny" in names
     assert not any(n.startswith("transformer") for n in names)
 
 
 def test_describe_json_reports_analytic_parameter_count():
-    result = zoo_main("describe", "transformer-base", "--json")
-    assert result.returncode == 0, result.stderr
-    described = json.loads(result.stdout)
+    result = run_main("describe", "transformer-base", "--json")
+    assert result.code == 0, result.err
+    described = json.loads(result.out)
     assert described["num_params"] == 63_082_496
     assert described["config"]["d_model"] == 512
     assert "Vaswani" in described["reference"]
 
 
-def test_describe_with_overrides_prints_summary(capsys):
-    code, out, _ = run_main(capsys, "describe", "vit-tiny", "--set", "num_layers=2",
+def test_describe_with_overrides_prints_summary():
+    code, out, _ = run_main("describe", "vit-tiny", "--set", "num_layers=2",
                             "--set", "random_flip=true")
     assert code == 0
     assert "vit-tiny" in out
@@ -146,19 +111,59 @@ def test_describe_with_overrides_prints_summary(capsys):
         (("frobnicate",), "invalid choice"),
     ],
 )
-def test_user_errors_print_one_line_and_exit_2(capsys, args, message):
-    code, _, err = run_main(capsys, *args)
+def test_user_errors_print_one_line_and_exit_2(args, message):
+    code, _, err = run_main(*args)
     assert_one_line_error(code, err, message)
 
 
-def test_user_errors_from_the_real_entry_point():
-    result = zoo_cli("train", "vit-tiny", "--data", "numbers")
-    assert_one_line_error(result.returncode, result.stderr, "holds translation data")
+# One process meets the real entry point three times (`python -m zoo` is zoo/__main__.py run
+# as the interpreter runs it: `runpy`): a user error, a bug, then the bug again with
+# ZOO_DEBUG=1, raised as is, which the interpreter prints before exiting with 1.
+ENTRY_POINT_SCRIPT = """\
+import os, runpy, sys
+
+def zoo(*argv):
+    sys.argv = ["zoo", *argv]
+    try:
+        runpy.run_module("zoo", run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        return exit_.code
+
+print("user error: exit code", zoo("train", "vit-tiny", "--data", "numbers"))
+sys.stderr.write("=== a bug\\n")
+from zoo.vit.model import ViTConfig
+def broken(config):
+    raise ValueError("Dimensions must be equal")
+ViTConfig.num_params = broken
+print("bug: exit code", zoo("describe", "vit-tiny"))
+sys.stderr.write("=== ZOO_DEBUG=1\\n")
+os.environ["ZOO_DEBUG"] = "1"
+zoo("describe", "vit-tiny")
+"""
 
 
-def test_bad_config_file_is_a_user_error(capsys, tmp_path):
+@pytest.fixture(scope="module")
+def entry_point():
+    """`(the process, its stderr for the user error, for the bug, for the bug raised)`."""
+    result = subprocess.run([sys.executable, "-c", ENTRY_POINT_SCRIPT], capture_output=True,
+                            text=True, timeout=300, env=ENV,
+                            cwd=pathlib.Path(__file__).resolve().parent.parent)
+    assert result.stderr.count("\n=== ") == 2, result.stderr[-3000:]
+    user_error, rest = result.stderr.split("=== a bug\n")
+    reported, raised = rest.split("=== ZOO_DEBUG=1\n")
+    return result, user_error, reported, raised
+
+
+def test_user_errors_from_the_real_entry_point(entry_point):
+    result, user_error, _, _ = entry_point
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("user error: exit code "), result.stdout
+    assert_one_line_error(int(first.split()[-1]), user_error, "holds translation data")
+
+
+def test_bad_config_file_is_a_user_error(tmp_path):
     (tmp_path / "c.json").write_text("{not json")
-    code, _, err = run_main(capsys, "train", "transformer-tiny", "--data", "numbers",
+    code, _, err = run_main("train", "transformer-tiny", "--data", "numbers",
                             "--config", tmp_path / "c.json", "--out", tmp_path / "run")
     assert_one_line_error(code, err, "not valid JSON")
 
@@ -171,7 +176,7 @@ def _broken_num_params(config):
     raise ValueError("Dimensions must be equal, but are 3 and 4 for 'add' (op: 'AddV2')")
 
 
-def test_a_zoo_error_from_deep_inside_is_one_line_exit_2(capsys, monkeypatch):
+def test_a_zoo_error_from_deep_inside_is_one_line_exit_2(monkeypatch):
     from zoo.errors import ZooError
     from zoo.vit.model import ViTConfig
 
@@ -179,16 +184,16 @@ def test_a_zoo_error_from_deep_inside_is_one_line_exit_2(capsys, monkeypatch):
         raise ZooError("the sizes do not fit")
 
     monkeypatch.setattr(ViTConfig, "num_params", refuse)
-    code, _, err = run_main(capsys, "describe", "vit-tiny")
+    code, _, err = run_main("describe", "vit-tiny")
     assert_one_line_error(code, err, "zoo describe: error: the sizes do not fit")
 
 
-def test_an_internal_value_error_is_a_bug_report_exit_1(capsys, monkeypatch):
+def test_an_internal_value_error_is_a_bug_report_exit_1(monkeypatch):
     from zoo.vit.model import ViTConfig
 
     monkeypatch.delenv("ZOO_DEBUG", raising=False)
     monkeypatch.setattr(ViTConfig, "num_params", _broken_num_params)
-    code, out, err = run_main(capsys, "describe", "vit-tiny")
+    code, out, err = run_main("describe", "vit-tiny")
     assert code == cli.EXIT_BUG == 1
     assert out == "" and "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip() and not TF_NOISE.match(line)]
@@ -220,26 +225,12 @@ def test_zoo_debug_raises_the_bug_with_its_whole_traceback(capsys, monkeypatch):
         cli.main(["describe", "vit-tiny", "--set", "num_layers=0"])  # user errors too
 
 
-def test_a_bug_from_the_real_entry_point_exits_1_and_zoo_debug_prints_the_traceback():
-    # One process: the bug reported (ZOO_DEBUG unset), then raised as is (ZOO_DEBUG=1),
-    # which the interpreter prints before exiting with 1.
-    script = (
-        "import os, sys\n"
-        "from zoo import cli\n"
-        "from zoo.vit.model import ViTConfig\n"
-        "def broken(config):\n"
-        "    raise ValueError('Dimensions must be equal')\n"
-        "ViTConfig.num_params = broken\n"
-        "print('exit code', cli.main(['describe', 'vit-tiny']))\n"
-        "sys.stderr.write('=== ZOO_DEBUG=1\\n')\n"
-        "os.environ['ZOO_DEBUG'] = '1'\n"
-        "sys.exit(cli.main(['describe', 'vit-tiny']))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=300, env=ENV, cwd=pathlib.Path(__file__).resolve().parent.parent)
+def test_a_bug_from_the_real_entry_point_exits_1_and_zoo_debug_prints_the_traceback(
+    entry_point,
+):
+    result, _, reported, raised = entry_point
     assert result.returncode == 1, result.stderr[-3000:]
-    assert result.stdout == "exit code 1\n"
-    reported, raised = result.stderr.split("=== ZOO_DEBUG=1\n")
+    assert result.stdout.splitlines()[1:] == ["bug: exit code 1"]  # nothing else printed
     assert "Traceback" not in reported
     assert "zoo describe: internal error (a bug, not a mistake in the command): " \
            "ValueError: Dimensions must be equal" in reported
@@ -250,9 +241,9 @@ def test_a_bug_from_the_real_entry_point_exits_1_and_zoo_debug_prints_the_traceb
     assert "internal error" not in raised
 
 
-def test_help_has_an_example(capsys):
+def test_help_has_an_example():
     for command in ("list", "describe", "train", "evaluate", "export", "predict", "tune", "demo"):
-        code, out, _ = run_main(capsys, command, "--help")
+        code, out, _ = run_main(command, "--help")
         assert code == 0
         assert "Example" in out, command
 
@@ -281,9 +272,9 @@ def test_train_prints_progress_and_a_summary(numbers_run):
 
 def test_evaluate_reports_exact_match_and_bleu(numbers_run, tmp_path):
     shutil.copytree(numbers_run.run_dir, tmp_path / "run")  # evaluate writes metrics.json
-    result = zoo_main("evaluate", tmp_path / "run", "--beam-size", 2, "--json")
-    assert result.returncode == 0, result.stderr[-3000:]
-    metrics = json.loads(result.stdout)
+    result = run_main("evaluate", tmp_path / "run", "--beam-size", 2, "--json")
+    assert result.code == 0, result.err[-3000:]
+    metrics = json.loads(result.out)
     assert metrics["num_examples"] == numbers_run.options["test_size"] == 8
     for mode in ("greedy", "beam"):
         assert 0 <= metrics[mode]["exact_match"] <= 100 and 0 <= metrics[mode]["bleu"] <= 100
@@ -297,19 +288,19 @@ def test_export_then_predict_with_the_saved_model_matches_the_run(numbers_run, n
     sentences = ["dreihundertvierundzwanzig", "elf", "neunzehntausend"]
     # The export root resolves to its newest version; a fresh process loads it with
     # tf.saved_model.load and uses serving_default (beam search of 4, alpha 0.6).
-    served = zoo_main("predict", saved, *sentences, "--json")
-    assert served.returncode == 0, served.stderr[-3000:]
+    served = run_main("predict", saved, *sentences, "--json")
+    assert served.code == 0, served.err[-3000:]
     # Reference: the run's best checkpoint decoded in this process, same beam search.
     from zoo import runs
 
     expected = runs.predict(run_dir, sentences, beam_size=4, alpha=0.6)
     assert [r["input"] for r in expected] == sentences
-    assert json.loads(served.stdout) == expected
+    assert json.loads(served.out) == expected
     # And the plain-text output of a run directory, greedy.
-    greedy = zoo_main("predict", run_dir, "elf", "--beam-size", 1)
-    assert greedy.returncode == 0, greedy.stderr[-3000:]
+    greedy = run_main("predict", run_dir, "elf", "--beam-size", 1)
+    assert greedy.code == 0, greedy.err[-3000:]
     translation = runs.predict(run_dir, ["elf"], beam_size=1)[0]["translation"]
-    assert greedy.stdout == f"elf\n  -> {translation}\n"
+    assert greedy.out == f"elf\n  -> {translation}\n"
 
 
 # === Images end to end ===
@@ -328,18 +319,18 @@ def test_vit_on_fashion_mnist_train_evaluate_predict(fashion_run, tmp_path):
     config = json.loads((tmp_path / "run/config.json").read_text())
     assert config["training"]["batch_size"] == 32  # --batch-size reaches the run
     assert config["training"]["val_ratio"] == 0.0 and config["data"]["num_validation"] == 0
-    evaluated = zoo_main("evaluate", tmp_path / "run")
-    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    assert "accuracy" in evaluated.stdout
-    assert "/step" not in evaluated.stdout  # no progress bar when the output is not a terminal
+    evaluated = run_main("evaluate", tmp_path / "run")
+    assert evaluated.code == 0, evaluated.err[-3000:]
+    assert "accuracy" in evaluated.out
+    assert "/step" not in evaluated.out  # no progress bar when the output is not a terminal
     images = arrays["t10k-images-idx3-ubyte"][:2]
     paths = []
     for i, image in enumerate(images):
         Image.fromarray(image).save(tmp_path / f"{i}.png")
         paths.append(tmp_path / f"{i}.png")
-    predicted = zoo_main("predict", tmp_path / "run", *paths, "--top-k", 10, "--json")
-    assert predicted.returncode == 0, predicted.stderr[-3000:]
-    results = json.loads(predicted.stdout)
+    predicted = run_main("predict", tmp_path / "run", *paths, "--top-k", 10, "--json")
+    assert predicted.code == 0, predicted.err[-3000:]
+    results = json.loads(predicted.out)
     # Reference: the best checkpoint run on the same pixels in this process.
     import keras
 
@@ -398,9 +389,9 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
     rows_before = (out / "history.csv").read_text().splitlines()
     assert not (out / "summary.json").exists()
 
-    resumed = zoo_main(*args[3:])  # the same command again
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"resumed from epoch {backup_epoch}" in resumed.stdout
+    resumed = run_main(*args[3:])  # the same command again
+    assert resumed.code == 0, resumed.err[-3000:]
+    assert f"resumed from epoch {backup_epoch}" in resumed.out
     lines = (out / "history.csv").read_text().splitlines()
     epochs = [int(line.split(",")[0]) for line in lines[1:]]
     assert epochs == [0, 1, 2, 3]  # each epoch exactly once
@@ -424,33 +415,34 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch, capsys):
+def test_demo_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
     from zoo.runs import demo
 
-    # The demo's recipe on a one-layer transformer-tiny: its four steps are under test, not
-    # the size of its model.
+    # The demo's recipe on a one-layer transformer-tiny with a small vocabulary, 200 pairs
+    # and a budget of under a second: its four steps are under test, not the size of its
+    # model or how well it learns.
     monkeypatch.setattr(demo, "OVERRIDES", {
-        **demo.OVERRIDES, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_model": 32,
-        "num_heads": 2, "intermediate_dim": 64})
-    result = zoo_main(
-        "demo", "--minutes", "0.1", "--train-size", "600", "--test-size", "10",
+        **demo.OVERRIDES, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_model": 16,
+        "num_heads": 2, "intermediate_dim": 32, "vocabulary_size": 100})
+    result = run_main(
+        "demo", "--minutes", "0.01", "--train-size", "200", "--test-size", "5",
         "--out", tmp_path / "demo", "--export-to", tmp_path / "saved",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "exact match" in result.stdout
-    assert "BLEU" in result.stdout
-    assert "beam 4" in result.stdout
+    assert result.code == 0, result.err[-3000:]
+    assert "exact match" in result.out
+    assert "BLEU" in result.out
+    assert "beam 4" in result.out
     assert (tmp_path / "saved/1/saved_model.pb").is_file()
-    assert "served translations correct" in result.stdout
+    assert "served translations correct" in result.out
     # What the demo says it learns is what it learned.
     tokenizer = json.loads((tmp_path / "demo/config.json").read_text())["training"]["tokenizer"]
     assert tokenizer == "sentencepiece"
-    code, out, _ = run_main(capsys, "demo", "--help")
+    code, out, _ = run_main("demo", "--help")
     assert code == 0 and "SentencePiece" in out
 
 
 def test_fashion_mnist_without_files_or_network_is_one_line(
-    capsys, tmp_path, monkeypatch, expect_network_block
+    tmp_path, monkeypatch, expect_network_block
 ):
     """No Debian package, no keras cache, no network: one line, exit 2, no run directory."""
     import keras.src.backend.config as keras_config
@@ -461,7 +453,7 @@ def test_fashion_mnist_without_files_or_network_is_one_line(
     monkeypatch.setattr(idx_files, "FASHION_MNIST_DIR", missing)
     monkeypatch.setattr(keras_config, "_KERAS_DIR", str(tmp_path / "keras-home"))
     out = tmp_path / "run"
-    code, _, err = run_main(capsys, "train", "vit-tiny", "--data", "fashion-mnist",
+    code, _, err = run_main("train", "vit-tiny", "--data", "fashion-mnist",
                             "--epochs", "1", "--out", out)
     assert_one_line_error(code, err, "Fashion-MNIST not found")
     for named in (str(missing), "dataset-fashion-mnist", "--data-dir", "keras.datasets"):
@@ -480,19 +472,19 @@ def test_predict_answers_the_good_images_and_names_each_bad_one(tmp_path):
     Image.fromarray(np.full((8, 8), 200, np.uint8)).save(tmp_path / "good.png")
     (tmp_path / "not-an-image.png").write_text("hello")
     (tmp_path / "cut.png").write_bytes((tmp_path / "good.png").read_bytes()[:40])
-    exported = zoo_main("export", run, "--to", tmp_path / "saved", cwd=tmp_path)
-    assert exported.returncode == 0, exported.stderr[-2000:]
+    exported = run_main("export", run, "--to", tmp_path / "saved", cwd=tmp_path)
+    assert exported.code == 0, exported.err[-2000:]
     for target in (run, tmp_path / "saved"):
-        result = zoo_main("predict", target, "good.png", "not-an-image.png", "missing.png",
+        result = run_main("predict", target, "good.png", "not-an-image.png", "missing.png",
                          "cut.png", "--json", cwd=tmp_path)
-        assert result.returncode == 1, result.stderr[-2000:]
-        errors = [line for line in result.stderr.splitlines() if not TF_NOISE.match(line)]
-        assert "Traceback" not in result.stderr
+        assert result.code == 1, result.err[-2000:]
+        errors = [line for line in result.err.splitlines() if not TF_NOISE.match(line)]
+        assert "Traceback" not in result.err
         assert sorted(e.split(": ")[2] for e in errors) == [
             "cut.png", "missing.png", "not-an-image.png"], errors
-        assert "not-an-image.png: not an image (unknown format)" in result.stderr
-        assert "missing.png: file not found" in result.stderr
-        answers = json.loads(result.stdout)
+        assert "not-an-image.png: not an image (unknown format)" in result.err
+        assert "missing.png: file not found" in result.err
+        answers = json.loads(result.out)
         assert [a["input"] for a in answers] == [
             "good.png", "not-an-image.png", "missing.png", "cut.png"]
         assert len(answers[0]["classes"]) == 3 and "error" in answers[1]
@@ -513,34 +505,34 @@ def test_fine_tune_a_pretrained_vit_file_then_export_and_predict(tmp_path):
     tiny = ["--set", "num_layers=2", "--set", "hidden_dim=32", "--set", "num_heads=2",
             "--set", "mlp_dim=64", "--set", "patch_size=4"]
     with pytest.warns(UserWarning, match="gets a new head for num_classes=2"):
-        result = zoo_main("train", "vit-ti16", "--weights", weights, *tiny,
+        result = run_main("train", "vit-ti16", "--weights", weights, *tiny,
                           "--data", "images:photos", "--max-steps", "2", "--out", "run",
                           cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.code == 0, result.err[-3000:]
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["training"]["weights"] == str(weights)
     model_config = config["model_config"]
     assert model_config["num_classes"] == 2 and model_config["image_size"] == 16
     assert model_config["pixel_mean"] == 0.5 and model_config["learning_rate"] == 3e-5
-    assert zoo_main("export", "run", "--to", "saved", cwd=tmp_path).returncode == 0
-    answer = zoo_main("predict", "saved", "photos/cats/0.png", "--json", cwd=tmp_path)
-    assert answer.returncode == 0, answer.stderr[-2000:]
-    assert {name for name, _ in json.loads(answer.stdout)[0]["classes"]} == {"cats", "dogs"}
+    assert run_main("export", "run", "--to", "saved", cwd=tmp_path).code == 0
+    answer = run_main("predict", "saved", "photos/cats/0.png", "--json", cwd=tmp_path)
+    assert answer.code == 0, answer.err[-2000:]
+    assert {name for name, _ in json.loads(answer.out)[0]["classes"]} == {"cats", "dogs"}
 
 
-def test_import_an_opus_mt_folder_then_translate(capsys, tmp_path):
+def test_import_an_opus_mt_folder_then_translate(tmp_path):
     folder = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
     references = json.loads((folder / "references.json").read_text())
-    code, out, err = run_main(capsys, "import", folder, "--to", tmp_path / "opus",
+    code, out, err = run_main("import", folder, "--to", tmp_path / "opus",
                               "--max-length", references["max_new_tokens"])
     assert code == 0, err
     assert (tmp_path / "opus" / "1" / "saved_model.pb").is_file()
     sentence = references["sentences"][0]
-    code, out, err = run_main(capsys, "predict", tmp_path / "opus", sentence, "--json")
+    code, out, err = run_main("predict", tmp_path / "opus", sentence, "--json")
     assert code == 0, err
     assert json.loads(out)[0]["translation"] == references["beam_text"][0]
-    code, _, err = run_main(capsys, "import", tmp_path, "--to", tmp_path / "x")
+    code, _, err = run_main("import", tmp_path, "--to", tmp_path / "x")
     assert_one_line_error(code, err, "config.json: not found")
-    code, _, err = run_main(capsys, "train", "transformer-tiny", "--weights", folder, "--data",
+    code, _, err = run_main("train", "transformer-tiny", "--weights", folder, "--data",
                             "numbers", "--set", "d_model=64", "--out", tmp_path / "run")
     assert_one_line_error(code, err, "d_model=64 differs")  # fine-tuning takes the folder's sizes

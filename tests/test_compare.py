@@ -7,17 +7,13 @@ import shutil
 
 import pytest
 
-from zoo import cli, datasets, runs
+from zoo import datasets, runs
 from zoo.datasets.preparation import load_data
 from zoo.runs import comparison, scores
 
+from zoo_cli import run_main
+
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-
-
-def run_main(capsys, *args):
-    code = cli.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture
@@ -30,12 +26,13 @@ def convs2s_run(tmp_path):
     return pathlib.Path(shutil.copytree(FIXTURES / "run_v2_convs2s", tmp_path / "b"))
 
 
-def test_evaluate_confidence_adds_bootstrap_intervals(transformer_run, capsys):
-    code, out, err = run_main(capsys, "evaluate", transformer_run, "--beam-size", 1,
-                              "--confidence", 50, "--json")
+def test_evaluate_confidence_adds_bootstrap_intervals(transformer_run):
+    code, out, err = run_main("evaluate", transformer_run, "--beam-size", 1,
+                              "--confidence", 50)
     assert code == 0, err
-    result = json.loads(out)
-    greedy = result["greedy"]
+    assert "95% bootstrap intervals (50 resamples): BLEU" in out and "chrF" in out
+    # The result, as `--json` prints it, is in metrics.json.
+    greedy = json.loads((transformer_run / "metrics.json").read_text())["greedy"]
     assert greedy["confidence"]["samples"] == 50
     # The intervals are those of the run's own greedy hypotheses, decoded again here.
     run = runs.load_run(transformer_run)
@@ -45,13 +42,10 @@ def test_evaluate_confidence_adds_bootstrap_intervals(transformer_run, capsys):
     hypotheses = runs.translate(run, sources, beam_size=1)
     assert greedy["confidence"] == scores.confidence(hypotheses, references, 50)
     assert greedy["chrf"] == pytest.approx(scores.chrf(hypotheses, references))
-    code, out, _ = run_main(capsys, "evaluate", transformer_run, "--beam-size", 1,
-                            "--confidence", 50)
-    assert "95% bootstrap intervals (50 resamples): BLEU" in out and "chrF" in out
 
 
-def test_compare_two_runs_on_the_same_pairs(transformer_run, convs2s_run, capsys):
-    code, out, err = run_main(capsys, "compare", transformer_run, convs2s_run, "--beam-size", 1,
+def test_compare_two_runs_on_the_same_pairs(transformer_run, convs2s_run):
+    code, out, err = run_main("compare", transformer_run, convs2s_run, "--beam-size", 1,
                               "--samples", 50, "--json")
     assert code == 0, err
     result = json.loads(out)
@@ -64,7 +58,7 @@ def test_compare_two_runs_on_the_same_pairs(transformer_run, convs2s_run, capsys
                                        runs.translate(b, sources, beam_size=1), references, 50)
     for key in ("bleu", "chrf"):
         assert result[key] == expected[key]
-    code, out, _ = run_main(capsys, "compare", transformer_run, convs2s_run, "--beam-size", 1,
+    code, out, _ = run_main("compare", transformer_run, convs2s_run, "--beam-size", 1,
                             "--samples", 50)
     assert "p = " in out and "(at 0.05)" in out and "8 test pairs held out from both" in out
 
@@ -83,10 +77,10 @@ def test_compare_drops_the_test_pairs_that_run_b_trained_on(transformer_run, tmp
     assert dropped == len(test_a) - len(data.test_pairs)
 
 
-def test_compare_refuses_image_runs_and_mixed_tokenizers(transformer_run, tmp_path, capsys):
+def test_compare_refuses_image_runs_and_mixed_tokenizers(transformer_run, tmp_path):
     vit = shutil.copytree(FIXTURES / "run_v1_vit", tmp_path / "vit")
-    code, _, err = run_main(capsys, "compare", transformer_run, vit)
+    code, _, err = run_main("compare", transformer_run, vit)
     assert code == 2 and "compare is for translation runs" in err
     seq2seq = shutil.copytree(FIXTURES / "run_v2_seq2seq", tmp_path / "s")
-    code, _, err = run_main(capsys, "compare", transformer_run, seq2seq)
+    code, _, err = run_main("compare", transformer_run, seq2seq)
     assert code == 2 and "target tokenizers are of one kind" in err

@@ -4,9 +4,10 @@ Each `Cell` of `MATRIX` states the expected outcome and the test checks all
 three parts: the exit code; one line on stderr (matching `message`), no
 traceback; what is on disk afterwards (`disk`, checked by `check`): no
 half-written file under its final name, the previous version intact. The
-in-process cells call `zoo.cli.main`; the kills and the concurrent exports
-run `python -m zoo` in subprocesses. One tiny run and one export are made per
-session (`numbers_run` and `numbers_export`, tests/conftest.py) and copied for each cell.
+in-process cells call `zoo.cli.main` (`run_main`, tests/zoo_cli.py); the kills
+and the concurrent exports run as `python -m zoo` runs them, in two subprocesses
+(`PROCESS_PLANS`). One tiny run and one export are made per session
+(`numbers_run` and `numbers_export`, tests/conftest.py) and copied for each cell.
 
 `render_table()` is `docs/reliability.md` (written by `tools/reliability_table.py`);
 `test_reliability_doc_is_the_rendered_matrix` keeps the two equal.
@@ -16,6 +17,7 @@ import contextlib
 import dataclasses
 import errno
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -26,7 +28,9 @@ import sys
 import pytest
 import tensorflow as tf
 
-from zoo import cli, files, runs
+from zoo import files, runs
+
+from zoo_cli import run_main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reliability.md"
@@ -275,7 +279,7 @@ def killed_export(ws, before):
 
 
 KILL = files.KILL_HOOK
-SUBPROCESS_CELLS = [  # (cell, environment); run at once, each in its own workspace
+SUBPROCESS_CELLS = [  # (cell, environment), each in its own workspace
     (Cell("train", "sigkill", "before last.keras is renamed", lambda ws: [
           "train", "transformer-tiny", "--out", unfinished(ws)], -9, "",
           "checkpoints/ as before (a hidden temporary is left, which nothing reads)",
@@ -297,13 +301,6 @@ TMPFS_CELL = Cell(
 
 
 # === Running the cells ===
-
-
-def run_main(argv):
-    try:
-        return cli.main([str(a) for a in argv])
-    except SystemExit as exit_:
-        return exit_.code
 
 
 def check_outcome(cell, code, err, ws, before):
@@ -361,52 +358,103 @@ def ws(numbers_run, numbers_export, started, tmp_path):
 
 
 @pytest.mark.parametrize("cell", MATRIX, ids=lambda cell: cell.id)
-def test_cell(cell, ws, capsys, monkeypatch):
+def test_cell(cell, ws, monkeypatch):
     argv = cell.args(ws)
     before = digest(ws)
     if cell.full_disk_at:
         full_disk_at(monkeypatch, cell.full_disk_at)
-    code = run_main(argv)
+    code, _, err = run_main(*argv)
     monkeypatch.undo()
-    check_outcome(cell, code, capsys.readouterr().err, ws, before)
+    check_outcome(cell, code, err, ws, before)
     if cell.command == "train" and cell.full_disk_at:  # once space is freed: resumes
-        assert run_main(argv) == 0
+        assert run_main(*argv).code == 0
         resumed_history(ws, before)
+
+
+# The three cells run in two processes, each command as `python -m zoo` runs it (zoo/__main__.py
+# through `runpy`), so that TensorFlow is imported twice, not four times: both processes
+# export the concurrent cell's run at once, then each runs one of the commands that the
+# kill hook ends with SIGKILL. Indices into SUBPROCESS_CELLS.
+PROCESS_PLANS = ([2, 0], [2, 1])
+RUNNER = """\
+import json, os, runpy, sys
+
+def save_coverage():
+    # Under a coverage run: keep what the commands before the killed one measured (the
+    # data is saved at exit, which SIGKILL skips).
+    try:
+        import coverage
+    except ImportError:
+        return
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.save()
+
+for argv, env in json.loads(sys.argv[1]):
+    if env:
+        save_coverage()
+    os.environ.update(env)
+    sys.stderr.write("=== zoo " + argv[0] + "\\n")
+    sys.argv = ["zoo", *argv]
+    try:
+        runpy.run_module("zoo", run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        sys.stderr.write(f"=== exit code {exit_.code}\\n")
+"""
 
 
 @pytest.fixture(scope="session")
 def started(numbers_run, numbers_export, tmp_path_factory):
-    """The kills and the concurrent exports, started at once as soon as the session's run
-    exists (they run beside the in-process cells)."""
-    processes = []
+    """The two processes of PROCESS_PLANS, started at once as soon as the session's run
+    exists (they run beside the in-process cells): `(prepared, processes)`, `prepared`
+    holding `(cell, ws, before, argv, env)` per cell of SUBPROCESS_CELLS."""
+    prepared = []
     for index, (cell, env) in enumerate(SUBPROCESS_CELLS):
         ws = workspace(numbers_run, numbers_export, tmp_path_factory.mktemp(f"sub{index}"))
-        argv = [sys.executable, "-m", "zoo", *map(str, cell.args(ws))]
-        before = digest(ws)
-        copies = 2 if cell.fault == "concurrent" else 1
-        processes.append((cell, ws, before, [
-            subprocess.Popen(argv, env={**ENV, **env}, cwd=ws, text=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            for _ in range(copies)]))
-    yield processes
-    for *_, running in processes:
-        for process in running:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        argv = [str(a) for a in cell.args(ws)]
+        prepared.append((cell, ws, digest(ws), argv, env))
+    processes = [
+        subprocess.Popen([sys.executable, "-c", RUNNER,
+                          json.dumps([prepared[index][3:] for index in plan])],
+                         env=ENV, cwd=prepared[plan[-1]][1], text=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for plan in PROCESS_PLANS]
+    yield prepared, processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def command_outcomes(plan, process):
+    """`[(cell index, exit code, stderr)]` of the commands a process ran: a command's code
+    is the one it exited with, or the process's (-9 when killed) for the one it ended in."""
+    _, err = process.communicate(timeout=300)
+    outcomes = []
+    for index, section in zip(plan, re.split(r"^=== zoo \S+\n", err, flags=re.M)[1:]):
+        exited = re.search(r"^=== exit code (-?\d+)\n\Z", section, flags=re.M)
+        outcomes.append((index, int(exited[1]) if exited else process.returncode,
+                         section[: exited.start()] if exited else section))
+    return outcomes
 
 
 @pytest.fixture(scope="session")
 def subprocess_outcomes(started):
-    """`[(cell, ws, before, [(exit code, stderr) per process])]`."""
-    return [(cell, ws, before, [(p.wait(timeout=300), p.stderr.read()) for p in running])
-            for cell, ws, before, running in started]
+    """`[(cell, ws, before, [(exit code, stderr) per process that ran it])]`."""
+    prepared, processes = started
+    results = {index: [] for index in range(len(prepared))}
+    for plan, process in zip(PROCESS_PLANS, processes):
+        for index, code, err in command_outcomes(plan, process):
+            results[index].append((code, err))
+    return [(cell, ws, before, results[index])
+            for index, (cell, ws, before, *_) in enumerate(prepared)]
 
 
 @pytest.mark.parametrize("index", range(len(SUBPROCESS_CELLS)),
                          ids=[cell.id for cell, _ in SUBPROCESS_CELLS])
 def test_subprocess_cell(index, subprocess_outcomes):
     cell, ws, before, results = subprocess_outcomes[index]
+    assert len(results) == sum(plan.count(index) for plan in PROCESS_PLANS), results
     for code, err in results:
         check_outcome(cell, code, err, ws, before)
 
@@ -428,7 +476,7 @@ def small_tmpfs(path, size="6m"):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def test_a_real_full_disk(numbers_run, tmp_path, capsys):
+def test_a_real_full_disk(numbers_run, tmp_path):
     cell = TMPFS_CELL
     with small_tmpfs(tmp_path / "tmpfs") as disk:
         shutil.copytree(numbers_run.run_dir, disk / "run")
@@ -436,7 +484,8 @@ def test_a_real_full_disk(numbers_run, tmp_path, capsys):
         filler = disk / "filler"
         write(filler, bytes(max(0, shutil.disk_usage(disk).free - 100_000)))
         argv, before = cell.args(disk), digest(disk)
-        check_outcome(cell, run_main(argv), capsys.readouterr().err, disk, before)
+        code, _, err = run_main(*argv)
+        check_outcome(cell, code, err, disk, before)
 
 
 # === docs/reliability.md ===

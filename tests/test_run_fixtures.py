@@ -41,15 +41,9 @@ import keras
 import numpy as np
 import pytest
 
-from zoo import cli
+from zoo_cli import run_main
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-
-
-def run_main(capsys, *args):
-    code = cli.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture
@@ -82,23 +76,23 @@ def test_v1_keras_file_with_the_augmentation_layers_loads_and_gives_the_same_out
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_v1_transformer_run_evaluates_exports_and_predicts(transformer_run, tmp_path, capsys):
-    code, out, err = run_main(capsys, "evaluate", transformer_run, "--beam-size", 2, "--json")
+def test_v1_transformer_run_evaluates_exports_and_predicts(transformer_run, tmp_path):
+    code, out, err = run_main("evaluate", transformer_run, "--beam-size", 2, "--json")
     assert code == 0, err
     metrics = json.loads(out)
     assert metrics["num_examples"] == 8
     assert 0 <= metrics["beam"]["bleu"] <= 100
-    code, _, err = run_main(capsys, "export", transformer_run, "--to", tmp_path / "saved")
+    code, _, err = run_main("export", transformer_run, "--to", tmp_path / "saved")
     assert code == 0, err
     assert (tmp_path / "saved/1/saved_model.pb").is_file()
-    code, out, err = run_main(capsys, "predict", transformer_run, "elf", "--beam-size", 1,
+    code, out, err = run_main("predict", transformer_run, "elf", "--beam-size", 1,
                               "--json")
     assert code == 0, err
     assert json.loads(out)[0]["input"] == "elf"
 
 
-def test_v1_transformer_run_resumes_at_its_second_epoch(transformer_run, capsys):
-    code, out, err = run_main(capsys, "train", "transformer-tiny", "--out", transformer_run)
+def test_v1_transformer_run_resumes_at_its_second_epoch(transformer_run):
+    code, out, err = run_main("train", "transformer-tiny", "--out", transformer_run)
     assert code == 0, err
     assert "resumed from epoch 1" in out
     summary = json.loads((transformer_run / "summary.json").read_text())
@@ -108,21 +102,21 @@ def test_v1_transformer_run_resumes_at_its_second_epoch(transformer_run, capsys)
     assert not (transformer_run / "backup").exists()
 
 
-def test_v1_transformer_run_refuses_a_conflicting_resume(transformer_run, capsys):
-    code, _, err = run_main(capsys, "train", "transformer-tiny", "--out", transformer_run,
+def test_v1_transformer_run_refuses_a_conflicting_resume(transformer_run):
+    code, _, err = run_main("train", "transformer-tiny", "--out", transformer_run,
                             "--epochs", 3)
     assert code == 2
     assert "epochs=3 (saved: 2)" in err
 
 
-def test_v1_vit_run_evaluates_exports_and_refuses_to_train_again(vit_run, tmp_path, capsys):
-    code, out, err = run_main(capsys, "evaluate", vit_run, "--json")
+def test_v1_vit_run_evaluates_exports_and_refuses_to_train_again(vit_run, tmp_path):
+    code, out, err = run_main("evaluate", vit_run, "--json")
     assert code == 0, err
     assert 0 <= json.loads(out)["accuracy"] <= 1
-    code, _, err = run_main(capsys, "export", vit_run, "--to", tmp_path / "saved")
+    code, _, err = run_main("export", vit_run, "--to", tmp_path / "saved")
     assert code == 0, err
     assert (tmp_path / "saved/1/saved_model.pb").is_file()
-    code, _, err = run_main(capsys, "train", "vit-tiny", "--out", vit_run)
+    code, _, err = run_main("train", "vit-tiny", "--out", vit_run)
     assert code == 2
     assert "finished run" in err
 
@@ -137,30 +131,30 @@ def test_v2_keras_file_loads_and_gives_the_same_outputs(family):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_v2_run_evaluates_exports_and_predicts_as_its_saved_model(v2_run, tmp_path, capsys):
+def test_v2_run_evaluates_exports_and_predicts_as_its_saved_model(v2_run, tmp_path):
     _, run = v2_run
-    code, out, err = run_main(capsys, "evaluate", run, "--beam-size", 2, "--json")
+    code, out, err = run_main("evaluate", run, "--beam-size", 2, "--json")
     assert code == 0, err
     metrics = json.loads(out)
     assert metrics["num_examples"] == 8
     assert 0 <= metrics["beam"]["bleu"] <= 100
-    code, out, err = run_main(capsys, "predict", run, "elf", "dreiundzwanzig",
+    code, out, err = run_main("predict", run, "elf", "dreiundzwanzig",
                               "--beam-size", 1, "--json")
     assert code == 0, err
     from_run = json.loads(out)
     assert [row["input"] for row in from_run] == ["elf", "dreiundzwanzig"]
-    code, _, err = run_main(capsys, "export", run, "--to", tmp_path / "saved")
+    code, _, err = run_main("export", run, "--to", tmp_path / "saved")
     assert code == 0, err
-    code, out, err = run_main(capsys, "predict", tmp_path / "saved/1", "elf", "dreiundzwanzig",
+    code, out, err = run_main("predict", tmp_path / "saved/1", "elf", "dreiundzwanzig",
                               "--beam-size", 1, "--json")
     assert code == 0, err
     assert [row["translation"] for row in json.loads(out)] == [row["translation"] for row in from_run]
 
 
-def test_v2_run_resumes_at_its_second_epoch(v2_run, capsys):
+def test_v2_run_resumes_at_its_second_epoch(v2_run):
     name, run = v2_run
     first_epoch = (run / "history.csv").read_text().splitlines()[:2]
-    code, out, err = run_main(capsys, "train", name, "--out", run)
+    code, out, err = run_main("train", name, "--out", run)
     assert code == 0, err
     assert "resumed from epoch 1" in out
     summary = json.loads((run / "summary.json").read_text())
