@@ -195,18 +195,22 @@ def translation_case(name, model, tokenizers, texts, path, **kwargs):
         model, source, beam_size=BEAM_SIZE, alpha=ALPHA, max_length=MAX_LENGTH
     )
     beam = beam.numpy()
+    # Both outputs' log-probabilities in one batch (rows are independent).
+    greedy_log_prob, beam_log_prob = np.split(
+        stepwise_log_prob(model, np.concatenate([source, source]), np.concatenate([greedy, beam])), 2
+    )
     expected = {
         "greedy": {
             "tokens": greedy,
             "translation": target_tokenizer.detokenize(greedy).numpy(),
-            "score": stepwise_log_prob(model, source, greedy),
+            "score": greedy_log_prob,
         },
         "serving_default": {
             "tokens": beam,
             "translation": target_tokenizer.detokenize(beam).numpy(),
             "score": beam_scores.numpy(),
             # The documented meaning of the beam score, from scratch.
-            "score_from_log_prob": stepwise_log_prob(model, source, beam)
+            "score_from_log_prob": beam_log_prob
             / decode.length_penalty(np.array(decoded_lengths(beam)), ALPHA).numpy(),
         },
     }
