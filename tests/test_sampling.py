@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from scipy import special, stats
-from test_cli import zoo_main
 from test_convs2s import tiny_model as convs2s_model
 from test_decode import END, PAD, START, padded_source, rnnsearch, transformer
 from test_export import SERVE_SCRIPT, text_op_libraries
@@ -25,6 +24,8 @@ from test_export import SERVE_SCRIPT, text_op_libraries
 from zoo import decode, runs
 from zoo.decode import sampling
 from zoo.decode.sampling import Sampling
+
+from zoo_cli import run_main
 
 V = 16
 SOURCE_LENGTHS = [7, 4, 1, 6, 7]
@@ -348,13 +349,13 @@ def test_sample_signature_gives_the_same_output_in_a_fresh_process(numbers_run, 
 def test_predict_samples_from_the_run_and_the_export_alike(numbers_run, numbers_export):
     options = ["--sample", "--temperature", 1.5, "--top-k", 5, "--top-p", 0.95, "--seed", 7,
                "--json"]
-    from_run = zoo_main("predict", numbers_run.run_dir, *SENTENCES, *options)
-    from_export = zoo_main("predict", numbers_export.saved_models, *SENTENCES, *options)
-    assert from_run.returncode == 0 and from_export.returncode == 0, from_export.stderr[-3000:]
-    assert json.loads(from_run.stdout) == json.loads(from_export.stdout)
-    assert {r["seed"] for r in json.loads(from_run.stdout)} == {7}
-    drawn = zoo_main("predict", numbers_run.run_dir, "elf", "--sample")
-    assert drawn.returncode == 0 and "sampled with --seed" in drawn.stderr
+    from_run = run_main("predict", numbers_run.run_dir, *SENTENCES, *options)
+    from_export = run_main("predict", numbers_export.saved_models, *SENTENCES, *options)
+    assert from_run.code == 0 and from_export.code == 0, from_export.err[-3000:]
+    assert json.loads(from_run.out) == json.loads(from_export.out)
+    assert {r["seed"] for r in json.loads(from_run.out)} == {7}
+    drawn = run_main("predict", numbers_run.run_dir, "elf", "--sample")
+    assert drawn.code == 0 and "sampled with --seed" in drawn.err
 
 
 @pytest.mark.parametrize("options, message", [
@@ -364,6 +365,6 @@ def test_predict_samples_from_the_run_and_the_export_alike(numbers_run, numbers_
     (["--sample", "--temperature", 0], "temperature"),
 ])
 def test_predict_refuses_bad_sampling_options_in_one_line(numbers_run, options, message):
-    result = zoo_main("predict", numbers_run.run_dir, "elf", *options)
-    assert result.returncode == 2 and message in result.stderr
-    assert result.stderr.count("\n") == 1
+    result = run_main("predict", numbers_run.run_dir, "elf", *options)
+    assert result.code == 2 and message in result.err
+    assert result.err.count("\n") == 1
