@@ -15,9 +15,14 @@ from zoo.datasets import catalogs
 MISSING = [name for name in ("torch", "transformers", "ctranslate2", "sentencepiece")
            if importlib.util.find_spec(name) is None]
 pytestmark = [
-    pytest.mark.skipif(bool(MISSING), reason=f"needs the bench extra ({', '.join(MISSING)} missing): "
-                       "pip install -e .[bench]"),
-    pytest.mark.skipif("de" not in catalogs.languages(), reason="no German gettext catalogs here"),
+    pytest.mark.skipif(bool(MISSING), reason=(
+        f"compares the zoo with PyTorch and CTranslate2, which only the optional bench extra "
+        f"installs ({', '.join(MISSING)} missing): pip install torch==2.13.* --index-url "
+        "https://download.pytorch.org/whl/cpu, then pip install -e '.[bench]'")),
+    pytest.mark.skipif("de" not in catalogs.languages(), reason=(
+        "takes its English sources and SentencePiece training text from German gettext catalogs "
+        "(/usr/share/locale/de/LC_MESSAGES/*.mo), and this machine has none: install any "
+        "package translated into German (e.g. apt-get install coreutils)")),
     pytest.mark.slow,
 ]
 ENGINES = ("zoo", "transformers", "ct2-float32")
