@@ -8,6 +8,7 @@ import math
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import keras_attention as ka
 from zoo import registry, runs
@@ -175,11 +176,23 @@ def test_steps_per_epoch_keeps_an_epoch_under_five_minutes():
     assert interval.keras_epochs(10, 4000, None) == 10
 
 
-def test_timing_steps_are_undone():
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(8), keras.layers.Dropout(0.5),
-                              keras.layers.Dense(1)])
+class CountingTraces(keras.Sequential):
+    """A Sequential that counts how often its training step is traced."""
+
+    traces = 0
+
+    def train_step(self, data):
+        type(self).traces += 1
+        return super().train_step(data)
+
+
+def test_timing_steps_are_undone_and_fit_reuses_the_timed_step():
+    model = CountingTraces([keras.Input((3,)), keras.layers.Dense(8), keras.layers.Dropout(0.5),
+                             keras.layers.Dense(1)])
     model.compile(keras.optimizers.Adam(0.1), "mse")
-    batches = [(np.ones((4, 3), "float32"), np.zeros((4, 1), "float32"))] * 5
+    # Five batches of 4, of unknown batch size (None, 3), (None, 1), like fit's data.
+    batches = tf.data.Dataset.from_tensor_slices((np.ones((20, 3), "float32"),
+                                                  np.zeros((20, 1), "float32"))).batch(4)
     before = [v.numpy().copy() for v in model.variables]  # seed states included
     rate = interval.measure_step_rate(model, batches)
     assert rate > 0
@@ -188,7 +201,12 @@ def test_timing_steps_are_undone():
     assert moments and not any(np.any(v.numpy()) for v in moments)  # Adam's are zero again
     for a, b in zip(before, [v.numpy() for v in model.variables]):
         np.testing.assert_array_equal(a, b)
-    assert interval.measure_step_rate(model, batches[:2]) is None  # nothing timed
+    traced = CountingTraces.traces
+    assert traced > 0
+    model.fit(batches, epochs=1, verbose=0)
+    assert CountingTraces.traces == traced  # fit traced no training step of its own
+    assert int(model.optimizer.iterations.numpy()) == 5
+    assert interval.measure_step_rate(model, batches.take(2)) is None  # nothing timed
 
 
 # === A run with a budget: config.json, resume, the average ===

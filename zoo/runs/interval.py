@@ -12,8 +12,9 @@ over the training data repeated), and `--steps-per-epoch N` sets it outright.
     # (360, "one pass is 4,000 steps, ~56 min at 1.2 steps/s: ...")
 
 The rate comes from a few training steps taken before `fit` on the first
-batches (`measure_step_rate`), after which the model's and the optimizer's
-variables get their values back: the run then starts as if they were never taken.
+batches (`measure_step_rate`), through the training function `fit` then reuses,
+after which the model's and the optimizer's variables get their values back: the
+run then starts as if they were never taken.
 """
 
 import math
@@ -35,28 +36,42 @@ def can_measure(strategy):
 
 
 def measure_step_rate(model, batches, *, max_steps=8, max_seconds=20.0, clock=time.monotonic):
-    """Steps per second of `model.train_on_batch` over `batches` (`(x, y)` pairs), the first
-    two steps (compiling) left out; None with fewer than three batches.
+    """Steps per second of the model's training function over `batches`, the first two
+    steps (compiling) left out; None with fewer than three batches.
 
-    The model's and its optimizer's variables (weights, moments, iteration count, seed
-    states) are put back afterwards. The compiled step stays, so `fit` does not compile
-    again.
+    Args:
+        model: a compiled Keras model.
+        batches: a `tf.data.Dataset` of training batches `(x, y)`.
+
+    The steps run through `model.train_function`, on an iterator of `batches` made by
+    the model's strategy: what `fit` calls on its own data. So when `batches` has the
+    element spec of `fit`'s data, `fit` reuses the step traced here instead of tracing
+    its own. The model's and its optimizer's variables (weights, moments, iteration
+    count, seed states) are put back afterwards.
     """
     optimizer = model.optimizer
     if not optimizer.built:
         optimizer.build(model.trainable_variables)
     variables = list(model.variables) + list(optimizer.variables)
     saved = [np.array(variable.numpy()) for variable in variables]
+    model.make_train_function()
+    steps = int(getattr(model, "steps_per_execution", 1) or 1)  # steps per call
+    iterator = iter(model.distribute_strategy.experimental_distribute_dataset(
+        batches.take(max_steps * steps)))
     started, timed = None, 0
     try:
-        for index, (x, y) in enumerate(batches):
-            if index >= max_steps or (started is not None and clock() - started > max_seconds):
+        for call in range(max_steps):
+            if started is not None and clock() - started > max_seconds:
                 break
-            model.train_on_batch(x, y)
-            if index == 1:
+            try:
+                logs = model.train_function(iterator)
+            except (StopIteration, tf.errors.OutOfRangeError):
+                break
+            tf.nest.map_structure(np.asarray, logs)  # wait for the step to finish
+            if call == 1:
                 started = clock()
-            elif index > 1:
-                timed += 1
+            elif call > 1:
+                timed += steps
         seconds = clock() - started if started is not None else 0.0
     finally:
         for variable, value in zip(variables, saved, strict=True):

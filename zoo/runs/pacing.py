@@ -21,6 +21,8 @@ import dataclasses
 import math
 import time
 
+import tensorflow as tf
+
 from zoo.datasets import preparation
 from zoo.runs import averaging, budget, interval
 from zoo.runs.callbacks import backup_metadata
@@ -89,7 +91,8 @@ class Counts:
 
     Attributes:
         pass_steps: a function returning the steps of one pass (or None: unknown).
-        timing_batches: a function returning a few `(x, y)` training batches.
+        timing_batches: a function returning a `tf.data.Dataset` of a few `(x, y)`
+            training batches, with the element spec of the data `fit` gets.
     """
 
     pass_steps: object
@@ -195,14 +198,15 @@ def data_counts(kind, data, tokenizer_pair, max_length, global_batch, global_tok
                 copy=copy)[0]
 
         return Counts(lambda: pass_steps_of(kind, num_train, global_batch, unshuffled()),
-                      lambda: list(unshuffled().take(timing)))
+                      lambda: unshuffled().take(timing))
 
     def image_batches():
         train_index, _ = preparation.split_validation(len(data.x_train), training["val_ratio"],
                                                       training["seed"])
         index = train_index[: timing * global_batch]
-        return [(data.x_train[index[i:i + global_batch]],
-                 data.y_train[index[i:i + global_batch]].astype("int32"))
-                for i in range(0, len(index), global_batch)]
+        # uint8 images and int32 labels in batches of unknown size: the element spec of
+        # `preparation.image_datasets`, so that `fit` reuses the timed training step.
+        return tf.data.Dataset.from_tensor_slices(
+            (data.x_train[index], data.y_train[index].astype("int32"))).batch(global_batch)
 
     return Counts(lambda: pass_steps_of(kind, num_train, global_batch), image_batches)
