@@ -47,7 +47,8 @@ test: $(VENV)/.installed data
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=20
 
-# Line coverage of keras_attention/ and zoo/, subprocesses included (.coveragerc).
+# Line coverage of keras_attention/ and zoo/, subprocesses included ([tool.coverage] in
+# pyproject.toml).
 coverage: $(VENV)/.installed data
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --cov --cov-report=term:skip-covered
 
