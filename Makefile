@@ -41,16 +41,17 @@ data:
 
 # ruff first: CI fails when the code drifts from the lint rules (pyproject.toml).
 # One pytest worker per core (pytest-xdist), a test file per worker at a time, so that a
-# module's fixtures are built once.
+# module's fixtures are built once; the files in the order tests/conftest.py gives them (the
+# longest first), not xdist's (the most tests first).
 PYTEST_WORKERS ?= auto
 test: $(VENV)/.installed data
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=20
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20
 
 # Line coverage of keras_attention/ and zoo/, subprocesses included ([tool.coverage] in
 # pyproject.toml).
 coverage: $(VENV)/.installed data
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --cov --cov-report=term:skip-covered
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --cov --cov-report=term:skip-covered
 
 demo: $(VENV)/.installed
 	$(BIN)/python -m zoo demo
