@@ -17,6 +17,12 @@ from zoo_cli import run_main
 # Must be set before TensorFlow is imported anywhere; keras is imported lazily
 # inside the fixtures below so that this line runs first.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# XLA compiles (`jit_compile=True`) at LLVM's optimisation level 0, here and in every process the
+# tests start: their programs compile in about half the time, and run the same computation (the
+# tests compare results, never XLA's speed; benchmarks/ measure speed at the default level).
+os.environ["XLA_FLAGS"] = (
+    f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
+)
 
 # No test reaches the network: this process refuses connections outside
 # loopback, and so does every Python process the tests start (sitecustomize).
