@@ -72,6 +72,7 @@ def fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, ve
                                  spent_seconds=pace.spent_seconds if pace else 0.0)
     if pace is not None:
         pace.attach(run_callbacks, write_dir / "checkpoints")
+    build_optimizer(model)
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
     if quiet and verbose == 2:
@@ -91,6 +92,15 @@ def fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, ve
         )
     return Fitted(history_path, run_callbacks.backup, run_callbacks.stopped_by(),
                   time.monotonic() - started, pace.summary() if pace else None)
+
+
+def build_optimizer(model):
+    """Makes the optimizer's variables (Adam's moments) before `fit`: made inside fit's first
+    trace instead, they make TensorFlow trace the training step twice (once to create them,
+    then again to run it)."""
+    if model.built and model.optimizer is not None and not model.optimizer.built:
+        with model.distribute_strategy.scope():
+            model.optimizer.build(model.trainable_variables)
 
 
 def finish(name, run_dir, write_dir, model, data, fitted, quiet):

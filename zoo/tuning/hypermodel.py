@@ -12,6 +12,7 @@ import tensorflow as tf
 from keras_attention.checks import check_positive_int
 from zoo import registry
 from zoo.errors import ZooError
+from zoo.runs.fitting import build_optimizer
 from zoo.tuning.space import FIT_ARGUMENTS, SearchSpace
 
 
@@ -121,6 +122,7 @@ class ZooHyperModel(keras_tuner.HyperModel):
             kwargs["batch_size"] = batch_size
         if is_dataset(x):
             kwargs.setdefault("shuffle", False)  # a dataset shuffles itself; Keras warns otherwise
+        build_optimizer(model)  # made inside fit's first trace, they would trace it twice
         return model.fit(x, y, *args, validation_data=validation_data, **kwargs)
 
 
