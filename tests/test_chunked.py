@@ -132,14 +132,21 @@ def _outputs_and_gradients(layer, query, value, call_kwargs, jit_compile=None):
     return output.numpy(), gradients
 
 
-@pytest.mark.parametrize("chunk_size", [2, 5, 32])  # divides n, does not, larger than n
+# Each mask of the layer once, and each chunk size against n = 10 (divides it, does not,
+# larger than it): the kernel's own chunk sizes x masks are test_kernel_matches_numpy's.
+LAYER_CASES = {
+    "none": ({}, 32),
+    "causal": ({"use_causal_mask": True}, 2),
+    "padding": ({"padding": True}, 5),
+    "explicit": ({"explicit": True}, 2),
+    "all": ({"padding": True, "explicit": True, "use_causal_mask": True}, 5),
+}
+
+
 @pytest.mark.parametrize(
-    "call_kwargs",
-    [{}, {"use_causal_mask": True}, {"padding": True}, {"explicit": True},
-     {"padding": True, "explicit": True, "use_causal_mask": True}],
-    ids=["none", "causal", "padding", "explicit", "all"],
+    "call_kwargs, chunk_size", list(LAYER_CASES.values()), ids=list(LAYER_CASES)
 )
-def test_layer_matches_the_full_path(chunk_size, call_kwargs):
+def test_layer_matches_the_full_path(call_kwargs, chunk_size):
     key_mask, query_mask, attention_mask = _masks()
     call_kwargs = dict(call_kwargs)
     if call_kwargs.pop("padding", False):
