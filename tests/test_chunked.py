@@ -132,15 +132,23 @@ def _outputs_and_gradients(layer, query, value, call_kwargs, jit_compile=None):
     return output.numpy(), gradients
 
 
-@pytest.mark.parametrize("chunk_size", [2, 5, 32])  # divides n, does not, larger than n
-@pytest.mark.parametrize(
-    "call_kwargs",
-    [{}, {"use_causal_mask": True}, {"padding": True}, {"explicit": True},
-     {"padding": True, "explicit": True, "use_causal_mask": True}],
-    ids=["none", "causal", "padding", "explicit", "all"],
-)
-def test_layer_matches_the_full_path(chunk_size, call_kwargs):
+# Each mask of the layer once, and each chunk size against n = 10 (divides it, does not,
+# larger than it): the kernel's own chunk sizes x masks are test_kernel_matches_numpy's.
+LAYER_CASES = {
+    "none": ({}, 32),
+    "causal": ({"use_causal_mask": True}, 2),
+    "padding": ({"padding": True}, 5),
+    "explicit": ({"explicit": True}, 2),
+    "all": ({"padding": True, "explicit": True, "use_causal_mask": True}, 5),
+}
+
+
+@pytest.mark.parametrize("case", list(LAYER_CASES))
+def test_layer_matches_the_full_path(case):
+    """Eagerly and in `tf.function`; under XLA with every mask at once ("all": the same ops
+    as each mask alone)."""
     key_mask, query_mask, attention_mask = _masks()
+    call_kwargs, chunk_size = LAYER_CASES[case]
     call_kwargs = dict(call_kwargs)
     if call_kwargs.pop("padding", False):
         call_kwargs.update(query_mask=key_mask[:, :10], value_mask=key_mask[:, :10])
@@ -152,7 +160,7 @@ def test_layer_matches_the_full_path(chunk_size, call_kwargs):
     chunked(x, x)
     chunked.set_weights(full.get_weights())
     expected, expected_gradients = _outputs_and_gradients(full, x, None, call_kwargs)
-    for jit_compile in (None, False, True):  # eager, tf.function, XLA
+    for jit_compile in (None, False, True) if case == "all" else (None, False):
         actual, gradients = _outputs_and_gradients(chunked, x, None, call_kwargs, jit_compile)
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
         for g, e in zip(gradients, expected_gradients):

@@ -441,19 +441,20 @@ SERVE = textwrap.dedent(
         sys.modules[name] = None  # TF Serving runs none of them
     import tensorflow as tf
 
-    request = pickle.load(open(sys.argv[1], "rb"))
-    loaded = tf.saved_model.load(request["path"])
     results = {}
-    for signature, inputs in request["calls"].items():
-        outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
-        results[signature] = {k: v.numpy() for k, v in outputs.items()}
+    for source, request in pickle.load(open(sys.argv[1], "rb")).items():
+        loaded = tf.saved_model.load(request["path"])
+        results[source] = {}
+        for signature, inputs in request["calls"].items():
+            outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+            results[source][signature] = {k: v.numpy() for k, v in outputs.items()}
     pickle.dump(results, open(sys.argv[2], "wb"))
     """
 )
 
 
-@pytest.mark.parametrize("source", ["npz", "hf_model.keras"])
-def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path, source, seed):
+def _exported_vit(source, directory):
+    """The SavedModel of a converted ViT and the probabilities it must serve."""
     images = REFERENCES["images"]
     if source == "npz":  # the weights of timm_cls, in Google's naming, [-1, 1] inputs
         exported = load("google_cls.npz")
@@ -461,14 +462,26 @@ def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path, sourc
     else:  # tanh GELU, per-channel statistics, a new 5-class head; through a .keras file
         with pytest.warns(UserWarning, match="no head"):
             model = load("hf_model", num_classes=5)
-        model.save(tmp_path / "vit.keras")
-        exported = str(tmp_path / "vit.keras")
+        model.save(directory / "vit.keras")
+        exported = str(directory / "vit.keras")
         expected = tf.nn.softmax(model.predict(images, verbose=0)).numpy()
-    path = zoo.export(exported, tmp_path / "saved_model", top_k=5)
+    return zoo.export(exported, directory / "saved_model", top_k=5), expected
+
+
+def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path, seed):
+    """Each converted ViT (Google's npz; Hugging Face's through a `.keras` file) served by one
+    process without our code, from images and from PNG bytes."""
+    images = REFERENCES["images"]
     encoded = np.array([tf.io.encode_png(image).numpy() for image in images], dtype=object)
     calls = {"serving_default": {"images": images},
              "predict_image_bytes": {"image_bytes": encoded}}
-    (tmp_path / "request.pkl").write_bytes(pickle.dumps({"path": str(path), "calls": calls}))
+    requests, expectations = {}, {}
+    for source in ("npz", "hf_model.keras"):
+        directory = tmp_path / source
+        directory.mkdir()
+        path, expectations[source] = _exported_vit(source, directory)
+        requests[source] = {"path": str(path), "calls": calls}
+    (tmp_path / "request.pkl").write_bytes(pickle.dumps(requests))
     (tmp_path / "serve.py").write_text(SERVE)
     result = subprocess.run(
         [sys.executable, "serve.py", "request.pkl", "results.pkl"], cwd=tmp_path,
@@ -477,10 +490,11 @@ def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path, sourc
     )
     assert result.returncode == 0, result.stderr[-3000:]
     results = pickle.loads((tmp_path / "results.pkl").read_bytes())
-    for signature in calls:
-        got = results[signature]
-        np.testing.assert_allclose(got["probabilities"], expected, atol=1e-4, rtol=0)
-        order = np.argsort(-expected, axis=-1)
-        np.testing.assert_array_equal(got["classes"], order)
-        np.testing.assert_allclose(got["scores"], np.take_along_axis(expected, order, -1),
-                                   atol=1e-4, rtol=0)
+    for source, expected in expectations.items():
+        for signature in calls:
+            got = results[source][signature]
+            np.testing.assert_allclose(got["probabilities"], expected, atol=1e-4, rtol=0)
+            order = np.argsort(-expected, axis=-1)
+            np.testing.assert_array_equal(got["classes"], order)
+            np.testing.assert_allclose(got["scores"], np.take_along_axis(expected, order, -1),
+                                       atol=1e-4, rtol=0)
