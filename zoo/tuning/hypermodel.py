@@ -86,13 +86,7 @@ class ZooHyperModel(keras_tuner.HyperModel):
         return {} if batch_size is None else {"batch_size": batch_size}
 
     def build(self, hp):
-        model = registry.get(self.model_name, **self.config_overrides(hp))
-        # Built now (in the trial's strategy scope), the optimizer's variables exist before
-        # `fit` traces its step: one trace per trial instead of one that creates them and a
-        # second that uses them (Keras builds it lazily outside a strategy).
-        if model.optimizer is not None and not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
-        return model
+        return registry.get(self.model_name, **self.config_overrides(hp))
 
     def fit(self, hp, model, x=None, y=None, *args, validation_data=None, **kwargs):
         """Train `model` with the trial's batch size; returns the `History`."""
