@@ -206,6 +206,13 @@ def test_timing_steps_are_undone_and_fit_reuses_the_timed_step():
     assert CountingTraces.traces == traced  # fit traced no training step of its own
     assert int(model.optimizer.iterations.numpy()) == 5
     assert interval.measure_step_rate(model, batches.take(2)) is None  # nothing timed
+    # A clock 30 s further at each reading, at most 45 s timed: the clock starts after the
+    # 2nd step (30), the 3rd step is timed (60 - 30 <= 45), the 4th is not (90 - 30 > 45),
+    # and the timed second ends at the next reading (120): 1 step in 90 s.
+    readings = iter(range(30, 1000, 30))
+    rate = interval.measure_step_rate(model, batches, max_seconds=45,
+                                      clock=lambda: next(readings))
+    assert rate == pytest.approx(1 / 90)
 
 
 # === A run with a budget: config.json, resume, the average ===
