@@ -21,6 +21,7 @@ import tensorflow as tf
 
 import keras_attention as ka
 import zoo
+from zoo.runs.callbacks import build_optimizer  # as `zoo train` does: fit traces its step once
 from zoo.seq2seq import Seq2SeqConfig
 from zoo.transformer import TransformerConfig
 from zoo.vit import ViTConfig
@@ -213,14 +214,6 @@ def numpy(x):
     return np.asarray(keras.ops.convert_to_numpy(x))
 
 
-def with_optimizer_built(model):
-    """`model` with its optimizer's variables made, as `zoo.runs` and tuning trials do before
-    training: `fit` then traces its step once (Keras alone traces it once to create the
-    variables, then again to use them)."""
-    model.optimizer.build(model.trainable_variables)
-    return model
-
-
 # === Every registered name at a tiny size: build, forward, backward ===
 
 
@@ -254,7 +247,7 @@ def test_fit_from_numpy_and_from_dataset_then_keras_round_trip(name, tmp_path):
     """`fit` from a `tf.data.Dataset` and from numpy; the trained model (optimizer state
     included) saved as `.keras`, loaded, compared and trained on."""
     overrides = tiny(name)
-    model = with_optimizer_built(zoo.get(name, **overrides))  # the family's recipe
+    model = build_optimizer(zoo.get(name, **overrides))  # the family's recipe
     inputs, labels = synthetic_batch(name, batch=8, **overrides)
     dataset = _dataset(inputs, labels, batch_size=4)
     if family(name) != "vit":
@@ -295,7 +288,7 @@ def test_fit_from_numpy_and_from_dataset_then_keras_round_trip(name, tmp_path):
 def test_overfits_one_batch(name):
     """100 steps on one batch cut the loss by at least 90% (a copy-reverse task for seq2seq)."""
     overrides = trainable(name)
-    model = with_optimizer_built(zoo.get(name, **overrides))
+    model = build_optimizer(zoo.get(name, **overrides))
     inputs, labels = synthetic_batch(name, batch=16 if family(name) == "vit" else 8, **overrides)
     batch_size = len(labels)
     before = model.evaluate(inputs, labels, batch_size=batch_size, verbose=0, return_dict=True)
@@ -449,7 +442,7 @@ def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     overrides = trainable("vit-tiny") | dict(shifted_patches=True, random_erasing=0.5,
                                                random_translation=0.1, random_flip=True,
                                                jit_compile=True)
-    model = with_optimizer_built(zoo.get("vit-tiny", **overrides))
+    model = build_optimizer(zoo.get("vit-tiny", **overrides))
     assert model.count_params() == zoo.describe("vit-tiny", **overrides).num_params
     assert model.get_layer("patch_embedding").weights[0].shape[2] == 5  # 5 x 1 channel
     images, labels = random_images(zoo.config("vit-tiny", **overrides), batch=8)
@@ -467,7 +460,7 @@ def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
 def test_vit_pooling_without_class_token_counts_trains_and_round_trips(pooling, tmp_path):
     overrides = trainable("vit-tiny") | dict(pooling=pooling)
     cfg = zoo.config("vit-tiny", **overrides)
-    model = with_optimizer_built(zoo.get("vit-tiny", **overrides))
+    model = build_optimizer(zoo.get("vit-tiny", **overrides))
     assert model.count_params() == zoo.describe("vit-tiny", **overrides).num_params
     layer_names = [layer.name for layer in model.layers]
     assert "class_token" not in layer_names and "pooling" in layer_names
@@ -492,7 +485,7 @@ def test_vit_augmentation_until_counts_fit_steps_and_round_trips(tmp_path):
                                                decay_steps=6)
     cfg = zoo.config("vit-tiny", **overrides)
     assert cfg.augmentation_steps == 3
-    model = with_optimizer_built(zoo.get("vit-tiny", **overrides))
+    model = build_optimizer(zoo.get("vit-tiny", **overrides))
     assert model.count_params() == zoo.describe("vit-tiny", **overrides).num_params
     augmentation = model.get_layer("augmentation")
     assert augmentation.stop_step == 3
@@ -850,7 +843,7 @@ def test_register_a_user_entry(user_entry):
     assert model.optimizer._learning_rate.d_model == 16
     assert model.optimizer.beta_2 == 0.98 and model.loss.label_smoothing == 0.1
     inputs, labels = reverse_task(batch=4, vocabulary_size=60)
-    with_optimizer_built(model).fit(inputs, labels, epochs=1, verbose=0)
+    build_optimizer(model).fit(inputs, labels, epochs=1, verbose=0)
     # Overrides work on user entries too.
     assert zoo.get(name, compile=False, d_model=32).count_params() == dataclasses.replace(
         cfg, d_model=32

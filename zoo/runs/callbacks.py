@@ -11,6 +11,17 @@ from zoo import files
 from zoo.runs.rundir import MONITOR, read_history, write_history
 
 
+def build_optimizer(model):
+    """Makes the optimizer's variables (Adam's moments) of a built `model`, in its strategy's
+    scope, if they are not made yet; returns `model`. Made inside `fit`'s first trace instead,
+    they make TensorFlow trace the training step twice (once to create them, then again to
+    run it); a restored backup needs them to load the optimizer's state into."""
+    if model.built and model.optimizer is not None and not model.optimizer.built:
+        with model.distribute_strategy.scope():
+            model.optimizer.build(model.trainable_variables)
+    return model
+
+
 class HistoryCSV(keras.callbacks.Callback):
     """`history.csv`, one row per epoch, that stays right across restarts.
 
@@ -141,8 +152,7 @@ class Backup(keras.callbacks.BackupAndRestore):
             return
         metadata = files.read_json(metadata_path, dict)
         weights = self.read_dir / metadata["weights"]
-        if self.model.optimizer is not None and not self.model.optimizer.built:
-            self.model.optimizer.build(self.model.trainable_variables)
+        build_optimizer(self.model)
         try:
             self.model.load_weights(weights)
         except (OSError, ValueError) as error:  # h5py: truncated or not HDF5

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 
 from zoo import files, plot
-from zoo.runs.callbacks import Backup, RunCallbacks
+from zoo.runs.callbacks import Backup, RunCallbacks, build_optimizer
 from zoo.runs.rundir import MONITOR, history_dict, read_history
 
 
@@ -92,15 +92,6 @@ def fit(model, train_data, val_data, training, run_dir, write_dir, callbacks, ve
         )
     return Fitted(history_path, run_callbacks.backup, run_callbacks.stopped_by(),
                   time.monotonic() - started, pace.summary() if pace else None)
-
-
-def build_optimizer(model):
-    """Makes the optimizer's variables (Adam's moments) before `fit`: made inside fit's first
-    trace instead, they make TensorFlow trace the training step twice (once to create them,
-    then again to run it)."""
-    if model.built and model.optimizer is not None and not model.optimizer.built:
-        with model.distribute_strategy.scope():
-            model.optimizer.build(model.trainable_variables)
 
 
 def finish(name, run_dir, write_dir, model, data, fitted, quiet):

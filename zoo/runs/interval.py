@@ -23,6 +23,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from zoo.runs.callbacks import build_optimizer
+
 MAX_EPOCH_SECONDS = 300.0
 # A pass of at most this many steps is short whatever the model; no timing needed.
 SHORT_PASS_STEPS = 30
@@ -49,10 +51,8 @@ def measure_step_rate(model, batches, *, max_steps=8, max_seconds=20.0, clock=ti
     its own. The model's and its optimizer's variables (weights, moments, iteration
     count, seed states) are put back afterwards.
     """
-    optimizer = model.optimizer
-    if not optimizer.built:
-        optimizer.build(model.trainable_variables)
-    variables = list(model.variables) + list(optimizer.variables)
+    build_optimizer(model)
+    variables = list(model.variables) + list(model.optimizer.variables)
     saved = [np.array(variable.numpy()) for variable in variables]
     model.make_train_function()
     steps = int(getattr(model, "steps_per_execution", 1) or 1)  # steps per call

@@ -12,7 +12,7 @@ import tensorflow as tf
 from keras_attention.checks import check_positive_int
 from zoo import registry
 from zoo.errors import ZooError
-from zoo.runs.fitting import build_optimizer
+from zoo.runs.callbacks import build_optimizer
 from zoo.tuning.space import FIT_ARGUMENTS, SearchSpace
 
 
