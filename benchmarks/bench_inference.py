@@ -1,7 +1,12 @@
-"""Inference speed against the engines users deploy: CTranslate2, transformers (issue #32).
+"""Inference speed against the engines users deploy: CTranslate2, transformers, timm, ONNX
+Runtime (issue #32).
 
     python benchmarks/bench_inference.py translation [--folder HF_MARIAN_FOLDER]
         [--sentences 500] [--rounds 3] [--length 32] [--quick]
+    python benchmarks/bench_inference.py vit [--rounds 3] [--quick]   # see vit_inference.py
+
+The `vit` part (the zoo's two ViT exports, timm on PyTorch, ONNX Runtime) is
+`benchmarks/vit_inference.py`; what follows is the translation part.
 
 Needs the `bench` extra (`pip install -e .[bench]`: torch, transformers, ctranslate2,
 sentencepiece, ...). No network: sources and the random model are made on the machine.
@@ -113,15 +118,16 @@ def prepare(args, work):
 
 
 class Engine:
-    """One engine's process: `request` sends a job and returns its reply."""
+    """One engine's process (`script ENGINE SETTINGS`): `send` writes a job (a dict) as a JSON
+    line and returns its reply; `request` sends a translation job."""
 
-    def __init__(self, name, settings_path):
+    def __init__(self, name, settings_path, script="inference_engines.py"):
         self.name = name
         paths = [str(HERE.parent)] if name == "zoo" else []  # the others never import it
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             paths + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "inference_engines.py"), name, str(settings_path)],
+            [sys.executable, str(HERE / script), name, str(settings_path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
             cwd=tempfile.gettempdir() if name != "zoo" else str(HERE.parent))
         for line in self.process.stdout:
@@ -130,7 +136,10 @@ class Engine:
         raise SystemExit(f"engine {name} did not start (exit {self.process.wait()})")
 
     def request(self, search, batch, count):
-        self.process.stdin.write(json.dumps(dict(search=search, batch=batch, count=count)) + "\n")
+        return self.send(dict(search=search, batch=batch, count=count))
+
+    def send(self, job):
+        self.process.stdin.write(json.dumps(job) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if not line:
@@ -217,7 +226,7 @@ def translation(args):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("part", choices=["translation"])
+    parser.add_argument("part", choices=["translation", "vit"])
     parser.add_argument("--folder", help="a Hugging Face Marian folder instead of the random one")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round (smoke test)")
     parser.add_argument("--sentences", type=int)
@@ -242,6 +251,12 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["vit"]:
+        import vit_inference  # this directory is on sys.path: the script's own
+
+        vit_inference.main(argv[1:])
+        return
     args = parse_args(argv)
     translation(args)
 

@@ -17,7 +17,7 @@ MISSING = [name for name in ("torch", "transformers", "ctranslate2", "sentencepi
 pytestmark = [
     pytest.mark.skipif(bool(MISSING), reason=(
         f"compares the zoo with PyTorch and CTranslate2, which only the optional bench extra "
-        f"installs ({', '.join(MISSING)} missing): pip install torch==2.13.* --index-url "
+        f"installs ({', '.join(MISSING)} missing): pip install torch==2.14.* --index-url "
         "https://download.pytorch.org/whl/cpu, then pip install -e '.[bench]'")),
     pytest.mark.skipif("de" not in catalogs.languages(), reason=(
         "takes its English sources and SentencePiece training text from German gettext catalogs "

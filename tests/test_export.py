@@ -777,7 +777,7 @@ def test_bad_arguments_are_rejected_before_writing(tmp_path, small_vit, small_tr
         (transformer, {"tokenizer": tokenizer, "class_names": ["a"]}, "class_names"),
         (transformer, {"tokenizer": tokenizer, "jit_compile": "yes"}, "jit_compile"),
         (small_vit, {"tokenizer": tokenizer}, "tokenizer"),
-        (small_vit, {"jit_compile": True}, "jit_compile"),
+        (small_vit, {"jit_compile": "yes"}, "jit_compile"),  # True runs the model with XLA
         (small_vit, {"top_k": 4}, "top_k"),
         (small_vit, {"top_k": 0}, "top_k"),
         (small_vit, {"class_names": ["a", "b"]}, "class_names"),

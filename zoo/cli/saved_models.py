@@ -41,8 +41,8 @@ def add_export_parser(commands):
     p.add_argument("--top-k", type=positive_int, default=None,
                    help="images: classes returned (default 5, or every class when fewer)")
     p.add_argument("--jit", action="store_true",
-                   help="translation: decode with XLA inside the SavedModel (faster; TF Serving "
-                   "on CPU then needs --xla_cpu_compilation_enabled=true)")
+                   help="decode (translation) or run the ViT with XLA inside the SavedModel "
+                   "(TF Serving on CPU then needs --xla_cpu_compilation_enabled=true)")
     p.set_defaults(func=_cmd_export)
 
 

@@ -208,7 +208,8 @@ def export(
             included), when it differs from `max_length`: an imported Marian
             folder's `generate` limit (`zoo.transformer.marian.export_folder`).
         jit_compile: translation models: decode with XLA inside the SavedModel
-            (`zoo.export.translation`). Needs XLA JIT where it is served (TF
+            (`zoo.export.translation`); ViT: run the model with XLA
+            (`zoo.export.image`). Needs XLA JIT where it is served (TF
             Serving: `--xla_cpu_compilation_enabled=true` on CPU).
         top_k: ViT: classes reported per image, at most the number of
             classes K; default min(5, K).
@@ -237,9 +238,7 @@ def export(
     if family in IMAGE_FAMILIES:
         if tokenizer is not None or target_tokenizer is not None:
             raise ZooError("export: a ViT takes no `tokenizer`/`target_tokenizer`.")
-        if jit_compile:
-            raise ZooError("export: `jit_compile` is for translation models only.")
-        module, signatures, metadata = image_export(obj, top_k, class_names)
+        module, signatures, metadata = image_export(obj, top_k, class_names, jit_compile)
     else:
         if class_names is not None:
             raise ZooError("export: `class_names` is for ViT models only.")

@@ -3,11 +3,16 @@
 Signatures (K classes, top k): `serving_default` takes uint8 images
 `(B, H, W, C)`, `predict_image_bytes` encoded images `(B,)`; both return
 `probabilities`, `classes`, `scores` and `class_names` (see `zoo.export`).
+
+With `jit_compile=True` the model and the softmax (float images in,
+probabilities out) are an inner `tf.function(jit_compile=True)`: XLA compiles
+them, once per batch size a server sees; decoding, resizing, top-k and the
+class names stay outside the XLA cluster.
 """
 
 import tensorflow as tf
 
-from keras_attention.checks import check_int
+from keras_attention.checks import check, check_int
 from zoo.errors import ZooError
 
 DEFAULT_TOP_K = 5
@@ -20,14 +25,16 @@ class ImageClassifierModule(tf.Module):
         model: a zoo ViT (`images (B, H, W, C)` in [0, 255] -> logits `(B, K)`).
         top_k: how many classes each image reports.
         class_names: K names (str), id = position.
+        jit_compile: run the model and the softmax in an XLA-compiled inner function.
     """
 
-    def __init__(self, model, top_k, class_names):
+    def __init__(self, model, top_k, class_names, jit_compile=False):
         super().__init__(name="image_classifier")
         self.model = model
         self.height, self.width, self.channels = (int(d) for d in model.inputs[0].shape[1:])
         self.top_k = top_k
         self.class_names = list(class_names)
+        self.jit_compile = jit_compile
         # Built here: the input signature holds the model's image size.
         self.serving_default = tf.function(
             self._predict_images,
@@ -45,13 +52,15 @@ class ImageClassifierModule(tf.Module):
     def _classify(self, images):  # float32 (B, H, W, C) in [0, 255]
         num_classes = len(self.class_names)
 
-        def run():
+        def run(images):
             logits = self.model(images, training=False)  # (B, K)
             return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
 
+        if self.jit_compile:  # float tensors only inside: XLA compiles all of it
+            run = tf.function(run, jit_compile=True, autograph=False)
         # The patch reshapes cannot infer sizes on an empty batch: it skips the model.
         probabilities = tf.cond(
-            tf.shape(images)[0] > 0, run, lambda: tf.zeros([0, num_classes], tf.float32)
+            tf.shape(images)[0] > 0, lambda: run(images), lambda: tf.zeros([0, num_classes], tf.float32)
         )
         probabilities = tf.ensure_shape(probabilities, [None, num_classes])
         top = tf.math.top_k(probabilities, k=self.top_k)  # (B, k) each
@@ -94,7 +103,7 @@ class ImageClassifierModule(tf.Module):
         return self._classify(images)
 
 
-def image_export(model, top_k, class_names):
+def image_export(model, top_k, class_names, jit_compile=False):
     """Check the arguments; return (module, signatures, metadata) of a ViT export."""
     shape = tuple(model.inputs[0].shape)
     if len(shape) != 4 or any(d is None for d in shape[1:]):
@@ -111,6 +120,7 @@ def image_export(model, top_k, class_names):
     if top_k is None:
         top_k = min(DEFAULT_TOP_K, num_classes)
     check_int("top_k", top_k, 1, num_classes, prefix="export: ")
+    check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), "export: ")
     if class_names is None:
         class_names = [str(index) for index in range(num_classes)]
     else:
@@ -120,7 +130,7 @@ def image_export(model, top_k, class_names):
                 f"export: `class_names` must be {num_classes} str (one per class); received "
                 f"{len(class_names)} names: {class_names[:10]!r}."
             )
-    module = ImageClassifierModule(model, top_k, class_names)
+    module = ImageClassifierModule(model, top_k, class_names, jit_compile)
     signatures = {
         "serving_default": module.serving_default,
         "predict_image_bytes": module.predict_image_bytes,
@@ -134,5 +144,6 @@ def image_export(model, top_k, class_names):
         "image_shape": [module.height, module.width, module.channels],
         "top_k": top_k,
         "class_names": class_names,
+        "jit_compile": jit_compile,
     }
     return module, signatures, metadata
