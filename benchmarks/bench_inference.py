@@ -22,8 +22,9 @@ Engines (`benchmarks/inference_engines.py`, one process each, all idle but one):
 in-process (`zoo.decode`, XLA), the default export and the `--jit` export
 (`tf.saved_model.load` in a process that never imports the zoo), transformers
 `MarianMTModel.generate` on PyTorch, CTranslate2 float32 and int8 (converted from the
-same folder). Every engine gets text and returns token ids and text, with `--threads`
-threads (default: all cores), and generates `--length` tokens per sentence (the random
+same folder); on request (`--engines`), the default and the `--jit` export with int8
+weights (`saved-model-int8`, `saved-model-jit-int8`: `zoo import --quantize int8`). Every
+engine gets text and returns token ids and text, with `--threads` threads (default: all cores), and generates `--length` tokens per sentence (the random
 folder never makes `</s>` likely; nothing forces `</s>` at the limit).
 
 First, greedy on the first `--check` sentences: the rows of token ids equal to
@@ -51,8 +52,12 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ENGINES = ("zoo", "saved-model", "saved-model-jit", "transformers", "ct2-float32", "ct2-int8")
+# the zoo's exports: engine -> its directory (`zoo export`, `--jit`, `--quantize int8`, both);
+# the int8 ones run only when asked for with --engines
+SAVED_MODELS = {"saved-model": "export", "saved-model-jit": "export_jit",
+                "saved-model-int8": "export_int8", "saved-model-jit-int8": "export_jit_int8"}
 REFERENCE, BASELINE = "transformers", "ct2-float32"
-XLA = ("zoo", "saved-model-jit")  # warmed up on every timed sentence: one compilation per bucket
+XLA = ("zoo", "saved-model-jit", "saved-model-jit-int8")  # warmed up on every timed sentence: one compilation per bucket
 VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
                 "amx_tile", "amx_int8")
 QUICK = dict(size="tiny", sentences=8, check=8, length=8, rounds=1, batches=(1, 4))
@@ -98,18 +103,20 @@ def prepare(args, work):
             (work / f"{side}.json").write_text(json.dumps([p[i] for p in pairs], ensure_ascii=False))
         run([sys.executable, HERE / "marian_folder.py", folder, args.size, args.seed,
              work / "sources.json", work / "targets.json"])
+    exports = [SAVED_MODELS[name] for name in args.engines if name in SAVED_MODELS]
     export = ("import sys; from zoo.transformer import marian; "
-              "[marian.export_folder(sys.argv[1], sys.argv[2] + s, 1, jit_compile=bool(s), "
-              "max_new_tokens=int(sys.argv[3]), force_end=False) for s in ('', '_jit')]")
-    if {"saved-model", "saved-model-jit"} & set(args.engines):
-        run([sys.executable, "-c", export, folder, work / "export", args.length],
+              "[marian.export_folder(sys.argv[1], sys.argv[2] + '/' + key, 1, "
+              "jit_compile='jit' in key, quantize='int8' if 'int8' in key else None, "
+              "max_new_tokens=int(sys.argv[3]), force_end=False) for key in sys.argv[4:]]")
+    if exports:
+        run([sys.executable, "-c", export, folder, work, args.length, *exports],
             cwd=HERE.parent, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
     run([sys.executable, "-m", "ctranslate2.converters.transformers", "--model", folder,
          "--output_dir", work / "ct2", "--force"], stdout=subprocess.DEVNULL)
     config = json.loads((folder / "config.json").read_text())
     settings = dict(
-        folder=str(folder), export=str(work / "export" / "1"), export_jit=str(work / "export_jit" / "1"),
-        ct2=str(work / "ct2"), sentences=str(work / "sentences.json"), threads=args.threads,
+        folder=str(folder), ct2=str(work / "ct2"),
+        **{key: str(work / key / "1") for key in SAVED_MODELS.values()}, sentences=str(work / "sentences.json"), threads=args.threads,
         length=args.length, pad_id=config["pad_token_id"],
         max_source=config["max_position_embeddings"],
     )

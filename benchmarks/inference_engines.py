@@ -12,9 +12,11 @@ importing the zoo, as a user's serving process would.
 
 Engines: `zoo` (in-process `zoo.decode`, XLA-compiled, sources padded to the export's
 bucket widths), `saved-model`, `saved-model-jit` (`tf.saved_model.load` of the default
-and the `--jit` export: `greedy` and `serving_default` signatures), `transformers`
+and the `--jit` export: `greedy` and `serving_default` signatures), `saved-model-int8`,
+`saved-model-jit-int8` (the same with `--quantize int8`), `transformers`
 (`MarianMTModel.generate` on PyTorch), `ct2-float32`, `ct2-int8` (CTranslate2, one
-float32 conversion, int8 quantized when loaded: `compute_type="int8"`).
+float32 conversion, int8 quantized when loaded: `compute_type="int8"`), and both with
+`-mkl` (CTranslate2's MKL backend, `CT2_USE_MKL=1` in that engine's process only).
 
 Every engine uses `threads` threads for its operations (TensorFlow: intra- and
 inter-op pools; PyTorch: `torch.set_num_threads`; CTranslate2: `intra_threads`, one
@@ -82,11 +84,12 @@ def zoo_engine(settings):
     return translate, pad
 
 
-def saved_model_engine(settings, jit):
+def saved_model_engine(settings, export):
+    """`export`: the settings key of the export's path (`export`, `export_jit`, `export_int8`, ...)."""
     tf = set_tf_threads(settings["threads"])
     import tensorflow_text  # noqa: F401 - registers the tokenizer ops
 
-    loaded = tf.saved_model.load(settings["export_jit" if jit else "export"])
+    loaded = tf.saved_model.load(settings[export])
     signatures = {"greedy": loaded.signatures["greedy"], "beam": loaded.signatures["serving_default"]}
     if any(module == "zoo" or module.startswith("zoo.") for module in sys.modules):
         raise SystemExit("the SavedModel engine imported the zoo")
@@ -119,7 +122,11 @@ def transformers_engine(settings):
     return translate, settings["pad_id"]
 
 
-def ct2_engine(settings, compute_type):
+def ct2_engine(settings, compute_type, mkl):
+    """`mkl`: CTranslate2 with Intel's MKL backend (`CT2_USE_MKL=1`, read when the library
+    loads); without it, CTranslate2's default for the CPU (no MKL on AMD CPUs)."""
+    if mkl:
+        os.environ["CT2_USE_MKL"] = "1"
     import ctranslate2
     import sentencepiece
 
@@ -144,14 +151,16 @@ def ct2_engine(settings, compute_type):
 
 
 def load(engine, settings):
+    from bench_inference import SAVED_MODELS  # engine -> its settings key; standard library only
+
     if engine == "zoo":
         return zoo_engine(settings)
-    if engine in ("saved-model", "saved-model-jit"):
-        return saved_model_engine(settings, engine.endswith("jit"))
+    if engine in SAVED_MODELS:
+        return saved_model_engine(settings, SAVED_MODELS[engine])
     if engine == "transformers":
         return transformers_engine(settings)
-    if engine in ("ct2-float32", "ct2-int8"):
-        return ct2_engine(settings, engine.split("-")[1])
+    if engine in ("ct2-float32", "ct2-int8", "ct2-float32-mkl", "ct2-int8-mkl"):
+        return ct2_engine(settings, engine.split("-")[1], engine.endswith("-mkl"))
     raise SystemExit(f"unknown engine {engine!r}")
 
 

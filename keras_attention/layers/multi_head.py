@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import chunked, kv_cache, masks
+from keras_attention import chunked, kv_cache, masks, quantization
 from keras_attention import ops as attention_ops
 from keras_attention.checks import (
     check_attention_inputs,
@@ -16,6 +16,7 @@ from keras_attention.checks import (
 from keras_attention.keras_weights import KERAS_WEIGHT_MAP, copy_keras_weights
 
 SCORINGS = ("scaled_dot", "dot", "additive")
+PROJECTIONS = ("query", "key", "value")
 # `KERAS_WEIGHT_MAP` and `copy_keras_weights` (`keras_attention.keras_weights`) are
 # importable from here too, where the layer they fill is.
 __all__ = ["KERAS_WEIGHT_MAP", "SCORINGS", "MultiHeadAttention", "copy_keras_weights"]
@@ -65,6 +66,10 @@ class MultiHeadAttention(keras.layers.Layer):
         `return_attention_scores=True`. Queries whose keys are all masked get
         zero weights (their output is the output bias).
 
+    int8: `layer.quantize("int8")`, or `keras.Model.quantize("int8")` on a model holding
+    the layer, stores the four projection kernels as int8 with one scale per output unit
+    (`keras_attention.quantization`); inputs are quantized per row at call time.
+
     References:
         Vaswani et al., "Attention Is All You Need", 2017, section 3.2.2.
     """
@@ -110,18 +115,30 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         self.chunk_size = chunk_size
         self.supports_masking = True
-        self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        # A seed generator, not a `Dropout` sublayer: the layer stays a leaf, which
+        # `keras.Model.quantize` needs to reach it. Made only for dropout, as `Dropout` does
+        # (a generator without a seed draws one from Python's random state).
+        self._dropout_seed = keras.random.SeedGenerator(seed) if dropout > 0.0 else None
 
     # === Weights ===
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
         check_attention_shapes(query_shape, value_shape, key_shape)
-        query_dim, key_dim_in, value_dim_in = query_shape[-1], key_shape[-1], value_shape[-1]
-        n, hk, hv = self.num_heads, self.key_dim, self.value_dim
-        out_dim = self.output_dim or query_dim
+        self._feature_sizes = {"query": query_shape[-1], "key": key_shape[-1],
+                               "value": value_shape[-1]}
+        self._create_weights(int8=self.quantization_mode == "int8")
+        self.built = True
 
-        def kernel(name, shape):
+    def _create_weights(self, int8):
+        """The projections' kernels and biases (kernels int8 with their scales when `int8`)."""
+        n, hk, hv = self.num_heads, self.key_dim, self.value_dim
+        sizes = self._feature_sizes
+        out_dim = self.output_dim or sizes["query"]
+
+        def kernel(name, shape, contracting_axes=1):
+            if int8:
+                return quantization.add_int8_kernel(self, name, shape, contracting_axes)
             return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
 
         def bias(name, shape):
@@ -129,46 +146,75 @@ class MultiHeadAttention(keras.layers.Layer):
                 return None
             return self.add_weight(name=name, shape=shape, initializer=self.bias_initializer)
 
-        self.query_kernel = kernel("query_kernel", (query_dim, n, hk))
+        self.query_kernel = kernel("query_kernel", (sizes["query"], n, hk))
         self.query_bias = bias("query_bias", (n, hk))
-        self.key_kernel = kernel("key_kernel", (key_dim_in, n, hk))
+        self.key_kernel = kernel("key_kernel", (sizes["key"], n, hk))
         self.key_bias = bias("key_bias", (n, hk))
-        self.value_kernel = kernel("value_kernel", (value_dim_in, n, hv))
+        self.value_kernel = kernel("value_kernel", (sizes["value"], n, hv))
         self.value_bias = bias("value_bias", (n, hv))
         if self.scoring == "additive":
-            self.score_kernel = kernel("score_kernel", (n, hk))
-        self.output_kernel = kernel("output_kernel", (n, hv, out_dim))
+            self.score_kernel = self.add_weight(
+                name="score_kernel", shape=(n, hk), initializer=self.kernel_initializer
+            )
+        self.output_kernel = kernel("output_kernel", (n, hv, out_dim), contracting_axes=2)
         self.output_bias = bias("output_bias", (out_dim,))
-        self._feature_sizes = {"query": query_dim, "key": key_dim_in, "value": value_dim_in}
-        self.built = True
+
+    # === int8 weights (`keras.Model.quantize("int8")`, `keras_attention.quantization`) ===
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Store the four projection kernels as int8 with one scale per output unit.
+
+        Only `"int8"` is supported. Inputs are quantized per row at call time; the
+        attention itself (scores, softmax, weighted values) stays in floating point.
+        """
+        if mode != "int8":
+            raise NotImplementedError(
+                f"{type(self).__name__} supports quantize('int8') only; received mode={mode!r}."
+            )
+        contracting_axes = {"query_kernel": 1, "key_kernel": 1, "value_kernel": 1, "output_kernel": 2}
+        quantization.quantize_kernels(self, contracting_axes)
+
+    def _int8_call(self, *args, **kwargs):
+        return self.call(*args, **kwargs)  # the int8 projections are inside `_project`
+
+    def _projection(self, inputs, names):
+        """`inputs (M, D) @ [W_a W_b …] + [b_a b_b …]` for the kernels `<name>_kernel`."""
+        kernels = [getattr(self, f"{name}_kernel") for name in names]  # (D, N, H) or (N, H, Do)
+        flat = [ops.reshape(k, (-1, k.shape[-1]) if name == "output" else (k.shape[0], -1))
+                for name, k in zip(names, kernels)]
+        kernel = flat[0] if len(flat) == 1 else ops.concatenate(flat, axis=1)
+        if self.quantization_mode == "int8":
+            scales = [ops.reshape(getattr(self, f"{name}_kernel_scale"), (-1,)) for name in names]
+            scale = scales[0] if len(scales) == 1 else ops.concatenate(scales, axis=0)
+            projected = quantization.int8_matmul(inputs, kernel, scale, self.compute_dtype)
+        else:
+            projected = ops.matmul(inputs, kernel)
+        if self.use_bias:
+            biases = [ops.reshape(getattr(self, f"{name}_bias"), (-1,)) for name in names]
+            projected = projected + (biases[0] if len(biases) == 1 else ops.concatenate(biases, 0))
+        return projected
 
     # === Forward pass ===
 
-    def _project(self, inputs, kernels, biases, key_major=()):
+    def _project(self, inputs, names, key_major=()):
         """One matmul for several projections of the same input.
 
-        inputs `(B, L, D)`; kernels `[(D, N, H_i)]` -> list of `(B, N, L, H_i)`,
-        or `(B, N, H_i, L)` for the indices in `key_major` (ready for `q @ kᵀ`).
+        inputs `(B, L, D)`; names of kernels `(D, N, H_i)`, e.g. `("query", "key")` ->
+        list of `(B, N, L, H_i)`, or `(B, N, H_i, L)` for the indices in `key_major`
+        (ready for `q @ kᵀ`).
         """
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        depth = inputs.shape[-1]
-        sizes = [k.shape[1] * k.shape[2] for k in kernels]
-        flat_kernels = [ops.reshape(k, (depth, size)) for k, size in zip(kernels, sizes)]
-        kernel = flat_kernels[0] if len(kernels) == 1 else ops.concatenate(flat_kernels, axis=1)
-        projected = ops.matmul(ops.reshape(inputs, (-1, depth)), kernel)  # (B*L, ΣN·H_i)
-        if self.use_bias:
-            flat_biases = [ops.reshape(b, (size,)) for b, size in zip(biases, sizes)]
-            projected = projected + (
-                flat_biases[0] if len(biases) == 1 else ops.concatenate(flat_biases, axis=0)
-            )
-        if len(kernels) == 1:
-            parts = [projected]
+        shapes = [getattr(self, f"{name}_kernel").shape[1:] for name in names]
+        projected = self._projection(ops.reshape(inputs, (-1, inputs.shape[-1])), names)
+        sizes = [heads * size for heads, size in shapes]
+        if len(names) == 1:
+            parts = [projected]  # (B*L, N·H)
         else:
             boundaries = [sum(sizes[: i + 1]) for i in range(len(sizes) - 1)]
             parts = ops.split(projected, boundaries, axis=-1)
         outputs = []
-        for i, (part, kern) in enumerate(zip(parts, kernels)):
-            part = ops.reshape(part, (batch, length, kern.shape[1], kern.shape[2]))  # (B, L, N, H)
+        for i, (part, (heads, size)) in enumerate(zip(parts, shapes)):
+            part = ops.reshape(part, (batch, length, heads, size))  # (B, L, N, H)
             perm = (0, 2, 3, 1) if i in key_major else (0, 2, 1, 3)
             outputs.append(ops.transpose(part, perm))
         return outputs
@@ -190,7 +236,9 @@ class MultiHeadAttention(keras.layers.Layer):
         # The softmax runs in float32 also under mixed precision.
         weights = attention_ops.masked_softmax(ops.cast(scores, "float32"), mask)
         weights = ops.cast(weights, self.compute_dtype)
-        attended = self._dropout_layer(weights, training=training)
+        attended = weights
+        if training and self.dropout > 0.0:
+            attended = keras.random.dropout(weights, self.dropout, seed=self._dropout_seed)
         return matmul(attended, value), weights  # (B, N, T, Hv)
 
     def call(
@@ -217,12 +265,10 @@ class MultiHeadAttention(keras.layers.Layer):
         elif return_attention_scores:
             self._refuse_scores()
         key_major = () if self.scoring == "additive" or self.chunk_size else (1,)
-        kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
-        biases = (self.query_bias, self.key_bias, self.value_bias)
         if self_attention:
-            q, k, v = self._project(query, kernels, biases, key_major=key_major)
+            q, k, v = self._project(query, PROJECTIONS, key_major=key_major)
         else:
-            (q,) = self._project(query, kernels[:1], biases[:1])
+            (q,) = self._project(query, ("query",))
             k, v = self._project_key_value(value, key, (0,) if key_major else ())
         if self.chunk_size is None:
             heads, weights = self._attend(q, k, v, mask, training)  # (B, N, T, Hv)
@@ -246,11 +292,8 @@ class MultiHeadAttention(keras.layers.Layer):
         heads = ops.reshape(
             ops.transpose(heads, (0, 2, 1, 3)), (-1, self.num_heads * self.value_dim)
         )  # (B*T, N*Hv)
-        output_kernel = ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1))
-        output = ops.matmul(heads, output_kernel)
-        if self.use_bias:
-            output = output + self.output_bias
-        return ops.reshape(output, (batch, length, output_kernel.shape[-1]))  # (B, T, Do)
+        output = self._projection(heads, ("output",))  # (B*T, Do)
+        return ops.reshape(output, (batch, length, self.output_kernel.shape[-1]))  # (B, T, Do)
 
     # === Incremental decoding (key/value cache) ===
 
@@ -275,12 +318,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project_key_value(self, value, key, key_major):
         """Keys and values `(B, N, ·, ·)`, in one matmul when `key` is `value` (or None)."""
         if key is None or key is value:
-            return self._project(
-                value, (self.key_kernel, self.value_kernel), (self.key_bias, self.value_bias),
-                key_major=key_major,
-            )
-        (k,) = self._project(key, (self.key_kernel,), (self.key_bias,), key_major=key_major)
-        (v,) = self._project(value, (self.value_kernel,), (self.value_bias,))
+            return self._project(value, ("key", "value"), key_major=key_major)
+        (k,) = self._project(key, ("key",), key_major=key_major)
+        (v,) = self._project(value, ("value",))
         return k, v
 
     def empty_cache(self, batch_size, length, dtype=None):
@@ -324,14 +364,12 @@ class MultiHeadAttention(keras.layers.Layer):
                 "`query` must have rank 3 (batch, length, features); "
                 f"received query.shape={tuple(query.shape)}."
             )
-        kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
-        biases = (self.query_bias, self.key_bias, self.value_bias)
         index = None
         if cache_index is None:
-            (q,) = self._project(query, kernels[:1], biases[:1])
+            (q,) = self._project(query, ("query",))
         else:
             key_major = (1,) if self._key_major else ()
-            q, k, v = self._project(query, kernels, biases, key_major=key_major)
+            q, k, v = self._project(query, PROJECTIONS, key_major=key_major)
             index = ops.cast(cache_index, "int32")
             key_axis = 3 if self._key_major else 2
             key_cache = kv_cache.write_positions(key_cache, k, index, axis=key_axis)

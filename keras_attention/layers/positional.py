@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention import quantization
 from keras_attention.checks import check_positive_int, check_rate
 
 
@@ -260,6 +261,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                     f"reverse=True expects features of size {self.embedding_dim}; "
                     f"received inputs.shape={tuple(inputs.shape)}."
                 )
+            if self.token_embedding.quantization_mode == "int8":
+                return self.int8_logits(inputs)
             kernel = ops.cast(ops.transpose(self.token_embedding.embeddings), self.compute_dtype)
             return ops.matmul(inputs, kernel)  # (B, L, V)
         if len(inputs.shape) != 2:
@@ -275,6 +278,16 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             x = x * ops.cast(math.sqrt(self.embedding_dim), x.dtype)
         x = self.position_embedding(x, start_index=start_index)
         return self.dropout_layer(x, training=training)
+
+    def int8_logits(self, inputs, table_major=False):
+        """`X Eᵀ` from the int8 table of `keras.Model.quantize("int8")` (one scale per token)."""
+        rows = ops.reshape(inputs, (-1, self.embedding_dim))
+        logits = quantization.int8_tied_logits(
+            rows, self.token_embedding.embeddings, self.token_embedding.embeddings_scale,
+            self.compute_dtype, table_major=table_major,
+        )
+        shape = tuple(ops.shape(inputs)[:-1]) + (self.vocabulary_size,)
+        return ops.reshape(logits, shape)  # (B, L, V)
 
     def compute_mask(self, inputs, mask=None, start_index=0, reverse=False, training=None):
         if reverse or not self.mask_zero:

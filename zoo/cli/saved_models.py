@@ -2,6 +2,7 @@
 
 from zoo import runs
 from zoo.cli.arguments import positive_int
+from zoo.export import int8
 from zoo.runs.rundir import CHECKPOINTS
 from zoo.transformer import marian
 
@@ -10,12 +11,13 @@ def _cmd_export(args):
     path = runs.export_run(
         args.run_dir, to=args.to, version=args.version, checkpoint=args.checkpoint,
         beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k, jit_compile=args.jit,
+        quantize=args.quantize,
     )
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} INPUT...")
 
 
 def _cmd_import(args):
-    options = {key: getattr(args, key) for key in ("beam_size", "alpha", "max_length")
+    options = {key: getattr(args, key) for key in ("beam_size", "alpha", "max_length", "quantize")
                if getattr(args, key) is not None}
     path = marian.export_folder(args.folder, args.to, args.version, **options)
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} TEXT...")
@@ -43,6 +45,8 @@ def add_export_parser(commands):
     p.add_argument("--jit", action="store_true",
                    help="decode (translation) or run the ViT with XLA inside the SavedModel "
                    "(TF Serving on CPU then needs --xla_cpu_compilation_enabled=true)")
+    p.add_argument("--quantize", choices=int8.MODES,
+                   help="export Keras' int8 weights (Transformer and ViT; zoo.export.int8)")
     p.set_defaults(func=_cmd_export)
 
 
@@ -67,6 +71,8 @@ def add_import_parser(commands):
                    help="longest source and output in tokens (default: sources up to the "
                    "position table, outputs as transformers' generate: the folder's max_length "
                    "- 1 tokens, </s> included)")
+    p.add_argument("--quantize", choices=int8.MODES,
+                   help="export Keras' int8 weights (Transformer and ViT; zoo.export.int8)")
     p.set_defaults(func=_cmd_import)
 
 

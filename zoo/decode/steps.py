@@ -162,6 +162,8 @@ def tied_logits(y, embedding):
     """
     if not in_xla_context():
         return embedding(y, reverse=True)
+    if embedding.token_embedding.quantization_mode == "int8":
+        return embedding.int8_logits(y, table_major=True)
     table = ops.cast(embedding.embeddings, embedding.compute_dtype)  # (V, D)
     rows = tf.reshape(y, [-1, tf.shape(y)[-1]])  # (B·T, D)
     logits = tf.transpose(tf.matmul(table, rows, transpose_b=True))  # (B·T, V)

@@ -96,7 +96,7 @@ import tensorflow as tf
 from keras_attention.checks import check_int
 from zoo import families, files
 from zoo.errors import ZooError
-from zoo.export import warmup
+from zoo.export import int8, warmup
 from zoo.export.image import DEFAULT_TOP_K, ImageClassifierModule, image_export
 from zoo.export.translation import (  # noqa: F401 - part of this module's API
     DEFAULT_RNN_MAX_LENGTH,
@@ -179,6 +179,7 @@ def export(
     force_end=None,
     jit_compile=False,
     max_new_tokens=None,
+    quantize=None,
 ):
     """Write a zoo model as a TF Serving SavedModel version (see the module docstring).
 
@@ -211,6 +212,8 @@ def export(
             (`zoo.export.translation`); ViT: run the model with XLA
             (`zoo.export.image`). Needs XLA JIT where it is served (TF
             Serving: `--xla_cpu_compilation_enabled=true` on CPU).
+        quantize: None (float32 weights) or `"int8"`: export a copy with Keras' int8
+            weights (`zoo.export.int8`; Transformer and ViT models). `obj` is unchanged.
         top_k: ViT: classes reported per image, at most the number of
             classes K; default min(5, K).
         class_names: ViT: one name per class; default the ids as text.
@@ -235,6 +238,9 @@ def export(
         check_int("version", version, 1, prefix="export: ")
 
     # Every argument is checked (and the signatures prepared) before anything is written.
+    int8.check_quantize(quantize, family)
+    if quantize is not None:
+        obj = int8.quantized_copy(obj, quantize)
     if family in IMAGE_FAMILIES:
         if tokenizer is not None or target_tokenizer is not None:
             raise ZooError("export: a ViT takes no `tokenizer`/`target_tokenizer`.")
@@ -246,6 +252,7 @@ def export(
             obj, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
             length_penalty, force_end, jit_compile, max_new_tokens,
         )
+    metadata["quantization"] = quantize
     return _save(obj, family, base, version, module, signatures, metadata)
 
 

@@ -8,7 +8,7 @@ from zoo.runs.rundir import load_run
 
 
 def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, alpha=None,
-               max_length=None, top_k=None, quiet=False, jit_compile=False):
+               max_length=None, top_k=None, quiet=False, jit_compile=False, quantize=None):
     """Export a run's model as a versioned SavedModel with `zoo.export`.
 
     Args:
@@ -24,6 +24,7 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
         jit_compile: translation: decode with XLA inside the SavedModel
             (`zoo.export`; TF Serving then needs `--xla_cpu_compilation_enabled=true`
             on CPU).
+        quantize: None, or `"int8"` for Keras' int8 weights (`zoo.export.int8`).
 
     Returns:
         `pathlib.Path` of the version directory.
@@ -38,12 +39,13 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
                               else run.target_tokenizer),
             beam_size=beam_size, alpha=alpha,
             max_length=run.max_length if max_length is None else max_length,
-            jit_compile=jit_compile,
+            jit_compile=jit_compile, quantize=quantize,
         )
     else:
         if top_k is None:
             top_k = min(5, len(run.class_names))
         path = export_model(run.model, root, version=version, top_k=top_k,
-                            class_names=run.class_names, jit_compile=jit_compile)
+                            class_names=run.class_names, jit_compile=jit_compile,
+                            quantize=quantize)
     say(f"  SavedModel written to {path}", quiet)
     return pathlib.Path(path)
