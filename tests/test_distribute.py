@@ -3,7 +3,7 @@
 - `MirroredStrategy` over 2 logical CPUs vs one device, every model family:
   training, validation and evaluation on batches that do not split evenly
   over the replicas (tests/distributed_mirrored.py, in a fresh process).
-- `MultiWorkerMirroredStrategy`: the README's two-worker `zoo train` command
+- `MultiWorkerMirroredStrategy`: docs/distributed.md's two-worker `zoo train` command
   lines on 127.0.0.1 (tests/distributed_worker.py), one worker SIGKILLed in
   the middle of an epoch, the job restarted and resumed, compared with a
   single-replica run interrupted at the same step and resumed (in this
@@ -97,9 +97,9 @@ def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
         assert int(runs[f"vit/{run}/final"][step]) == 3, run
 
 
-# === MultiWorkerMirroredStrategy: the README's commands, a worker killed, a restart ===
+# === MultiWorkerMirroredStrategy: docs/distributed.md's commands, a worker killed, a restart ===
 
-# Appended to the README's command lines: seconds instead of minutes (4 steps an epoch).
+# Appended to docs/distributed.md's command lines: seconds instead of minutes (4 steps an epoch).
 # The held-out pairs are only drawn, not used: 32 + 40 numbers take all ten 1-digit ones
 # (`datasets.numbers` then shares the rest among the longer numbers).
 TINY_ARGS = [
@@ -116,9 +116,8 @@ TINY_ARGS = [
 
 
 def readme_two_worker_commands():
-    """`[(TF_CONFIG dict, zoo argv)]` of the README's CPU two-worker block."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Training on GPUs and TPUs", 1)[1]
+    """`[(TF_CONFIG dict, zoo argv)]` of docs/distributed.md's CPU two-worker block."""
+    section = (ROOT / "docs" / "distributed.md").read_text(encoding="utf-8")
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     commands = []
     for line in block.replace("\\\n", " ").splitlines():

@@ -17,6 +17,9 @@ from keras_attention.keras_weights import KERAS_WEIGHT_MAP, copy_keras_weights
 
 SCORINGS = ("scaled_dot", "dot", "additive")
 PROJECTIONS = ("query", "key", "value")
+# Each kernel and the number of its leading axes summed over in its product (int8 scales
+# are per unit of the other axes): (D, N, H) for the projections, (N, H, Do) for the output.
+CONTRACTING_AXES = {"query_kernel": 1, "key_kernel": 1, "value_kernel": 1, "output_kernel": 2}
 # `KERAS_WEIGHT_MAP` and `copy_keras_weights` (`keras_attention.keras_weights`) are
 # importable from here too, where the layer they fill is.
 __all__ = ["KERAS_WEIGHT_MAP", "SCORINGS", "MultiHeadAttention", "copy_keras_weights"]
@@ -136,9 +139,9 @@ class MultiHeadAttention(keras.layers.Layer):
         sizes = self._feature_sizes
         out_dim = self.output_dim or sizes["query"]
 
-        def kernel(name, shape, contracting_axes=1):
+        def kernel(name, shape):
             if int8:
-                return quantization.add_int8_kernel(self, name, shape, contracting_axes)
+                return quantization.add_int8_kernel(self, name, shape, CONTRACTING_AXES[name])
             return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
 
         def bias(name, shape):
@@ -156,7 +159,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self.score_kernel = self.add_weight(
                 name="score_kernel", shape=(n, hk), initializer=self.kernel_initializer
             )
-        self.output_kernel = kernel("output_kernel", (n, hv, out_dim), contracting_axes=2)
+        self.output_kernel = kernel("output_kernel", (n, hv, out_dim))
         self.output_bias = bias("output_bias", (out_dim,))
 
     # === int8 weights (`keras.Model.quantize("int8")`, `keras_attention.quantization`) ===
@@ -171,8 +174,7 @@ class MultiHeadAttention(keras.layers.Layer):
             raise NotImplementedError(
                 f"{type(self).__name__} supports quantize('int8') only; received mode={mode!r}."
             )
-        contracting_axes = {"query_kernel": 1, "key_kernel": 1, "value_kernel": 1, "output_kernel": 2}
-        quantization.quantize_kernels(self, contracting_axes)
+        quantization.quantize_kernels(self, CONTRACTING_AXES)
 
     def _int8_call(self, *args, **kwargs):
         return self.call(*args, **kwargs)  # the int8 projections are inside `_project`
@@ -180,7 +182,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _projection(self, inputs, names):
         """`inputs (M, D) @ [W_a W_b …] + [b_a b_b …]` for the kernels `<name>_kernel`."""
         kernels = [getattr(self, f"{name}_kernel") for name in names]  # (D, N, H) or (N, H, Do)
-        flat = [ops.reshape(k, (-1, k.shape[-1]) if name == "output" else (k.shape[0], -1))
+        flat = [ops.reshape(k, (math.prod(k.shape[: CONTRACTING_AXES[f"{name}_kernel"]]), -1))
                 for name, k in zip(names, kernels)]
         kernel = flat[0] if len(flat) == 1 else ops.concatenate(flat, axis=1)
         if self.quantization_mode == "int8":
