@@ -183,6 +183,8 @@ def parse_args(argv):
                         help="config override, as zoo train --set")
     parser.add_argument("--schedule", choices=("auto", "paper", "budget-linear", "budget-cosine"),
                         help="zoo train --schedule (default auto: budget-linear under the budget)")
+    parser.add_argument("--warmup-ratio", type=float,
+                        help="zoo train --warmup-ratio (the budget's share of warm-up steps)")
     parser.add_argument("--checkpoint", choices=("best", "last", "average"), default="best",
                         help="the run's checkpoint scored for the result row (default best)")
     parser.add_argument("--final-only", action="store_true",
@@ -212,7 +214,8 @@ def main(argv=None):
             args.model, args.data, out=str(run_dir), overrides=parse_overrides(args.set),
             callbacks=[snapshots], time_limit=args.budget, epochs=10_000, seed=args.seed,
             train_size=args.train_size, batch_size=args.train_batch_size,
-            batch_tokens=args.batch_tokens, schedule=args.schedule, verbose=0,
+            batch_tokens=args.batch_tokens, schedule=args.schedule,
+            warmup_ratio=args.warmup_ratio, verbose=0,
         )
         pairs = held_out(result.data, args.eval_size or None, args.seed)
         print(f"trained {result.train_seconds / 60:.1f} min ({snapshots.steps} steps, "

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import keras_attention as ka
 from zoo import registry, runs
-from zoo.runs import averaging, budget, interval, pacing
+from zoo.runs import averaging, budget, interval, pacing, short_budget
 from zoo.runs.callbacks import RunCallbacks
 
 SMALL = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
@@ -86,6 +86,8 @@ def test_the_schedule_is_chosen_by_the_budget():
         budget.choose_schedule("budget-cosine", {"epochs": 3})
     assert [budget.warmup_for(total, 4000) for total in (2, 20, 1100, 200_000)] == \
         [1, 1, 55, 4000]
+    assert [budget.warmup_for(total, 4000, 0.3) for total in (2, 20, 1100, 200_000)] == \
+        [1, 6, 330, 4000]
 
 
 # === The steps a time limit affords ===
@@ -220,10 +222,12 @@ def test_timing_steps_are_undone_and_fit_reuses_the_timed_step():
 
 def _budget_run(out, **extra):
     # No dropout: its random state is not part of a backup, the rest of a run is.
-    return runs.train("transformer-tiny", "numbers", out, overrides={**SMALL, "dropout": 0.0},
-                      train_size=200,
-                      test_size=4, epochs=2, batch_size=16, max_steps=20, steps_per_epoch=5,
-                      average_checkpoints=3, seed=5, verbose=0, quiet=True, **extra)
+    # The schedule's peak and warm-up given: what a short budget would choose is tested below.
+    return runs.train("transformer-tiny", "numbers", out,
+                      overrides={**SMALL, "dropout": 0.0, "learning_rate_scale": 1.0},
+                      train_size=200, test_size=4, epochs=2, batch_size=16, max_steps=20,
+                      steps_per_epoch=5, warmup_ratio=0.05, average_checkpoints=3, seed=5,
+                      verbose=0, quiet=True, **extra)
 
 
 class CopyAt(keras.callbacks.Callback):
@@ -247,7 +251,8 @@ def test_a_budget_run_records_its_schedule_resumes_it_and_averages_its_snapshots
     assert config["schedule"] == {
         "name": "budget-linear", "reason": config["schedule"]["reason"],
         "peak_learning_rate": pytest.approx((16 * 1000) ** -0.5), "warmup_cap": 1000,
-        "warmup_steps": 1, "predicted_steps": 20, "predicted_from": "max_steps", "bound": 20}
+        "warmup_steps": 1, "predicted_steps": 20, "predicted_from": "max_steps", "bound": 20,
+        "warmup_ratio": 0.05}
     assert "max_steps 20" in config["schedule"]["reason"]
     assert config["interval"]["steps_per_epoch"] == 5 and config["interval"]["pass_steps"] == 14  # 190 pairs in length buckets
     assert straight.summary["steps"] == 20 and straight.epochs == 4
@@ -305,7 +310,9 @@ def test_options_that_need_a_budget_are_refused_before_any_work(tmp_path):
     for options, match in [(dict(schedule="budget-linear"), "needs a budget"),
                            (dict(average_checkpoints=3, epochs=1), "needs a budgeted schedule"),
                            (dict(average_checkpoints=3, max_steps=4, schedule="paper"),
-                            "needs a budgeted schedule")]:
+                            "needs a budgeted schedule"),
+                           (dict(warmup_ratio=0.2, max_steps=4, schedule="paper"),
+                            "warmup_ratio needs a budgeted schedule")]:
         with pytest.raises(ValueError, match=match):
             runs.train("transformer-tiny", "numbers", tmp_path / "run", **options)
         assert not (tmp_path / "run").exists()
@@ -330,3 +337,105 @@ def test_snapshots_spread_over_the_last_fifth_and_the_end_replaces_a_close_one(t
     resumed.on_train_begin()
     assert [p.stem for p in averaging.snapshot_paths(tmp_path / "average")] == \
         ["step-80", "step-85"]
+
+
+# === A short budget's defaults: batches of tokens, no dropout ===
+
+
+def test_a_short_budget_chooses_token_batches_and_no_dropout_where_the_user_chose_nothing():
+    chosen = short_budget.choose("transformer", {"time_limit": 15, "schedule": "auto"}, {},
+                                 fine_tuning=False)
+    assert chosen.batch_tokens == short_budget.BATCH_TOKENS == 2048
+    assert chosen.warmup_ratio == 0.1
+    assert chosen.overrides == {"dropout": 0.0, "learning_rate_scale": 2.0}
+    assert chosen.reason == "time_limit 15 min <= 60"
+    assert chosen.describe() == ("Short budget (time_limit 15 min <= 60): batches of 2048 "
+                                 "tokens, warm-up 10% of the budget, dropout 0, "
+                                 "learning_rate_scale 2")
+    # The user's own batch, dropout, warm-up and peak are kept.
+    for batch in ({"batch_size": 64}, {"batch_tokens": 4096}):
+        kept = short_budget.choose("transformer", {"max_steps": 900, **batch}, {}, False)
+        assert kept.batch_tokens is None
+        assert kept.overrides == {"dropout": 0.0, "learning_rate_scale": 2.0}
+        assert kept.reason == "max_steps 900 <= 5000"
+    kept = short_budget.choose("transformer", {"max_steps": 9, "warmup_ratio": 0.3},
+                               {"dropout": 0.2, "learning_rate_scale": 0.5}, False)
+    assert (kept.batch_tokens, kept.warmup_ratio, kept.overrides) == (2048, None, {})
+    # The family's own schedule keeps its warm-up and peak.
+    paper = short_budget.choose("transformer", {"max_steps": 9, "schedule": "paper"}, {}, False)
+    assert (paper.warmup_ratio, paper.overrides) == (None, {"dropout": 0.0})
+    assert short_budget.choose("transformer", {"max_steps": 9, "batch_size": 8,
+                                               "schedule": "paper"}, {"dropout": 0.2},
+                               False) is None
+    # Long or no budgets, other families and fine-tuning keep their recipes.
+    for family, training, fine_tuning in [("transformer", {"time_limit": 61}, False),
+                                          ("transformer", {"max_steps": 5001}, False),
+                                          ("transformer", {}, False),
+                                          ("transformer", {"time_limit": 15}, True),
+                                          ("vit", {"time_limit": 15}, False),
+                                          ("seq2seq", {"max_steps": 100}, False)]:
+        assert short_budget.choose(family, training, {}, fine_tuning) is None
+    long_time = short_budget.choose("transformer", {"time_limit": 90, "max_steps": 100}, {}, False)
+    assert long_time.reason == "max_steps 100 <= 5000"  # either short bound is enough
+
+
+def test_a_short_budget_run_records_its_defaults_and_builds_with_them(tmp_path):
+    result = runs.train("transformer-tiny", "numbers", tmp_path / "run", overrides=SMALL,
+                        train_size=120, test_size=4, epochs=1, max_steps=3, verbose=0, quiet=True)
+    config = json.loads((tmp_path / "run/config.json").read_text())
+    assert config["short_budget"] == {
+        "batch_tokens": 2048, "warmup_ratio": 0.1, "reason": "max_steps 3 <= 5000",
+        "overrides": {"dropout": 0.0, "learning_rate_scale": 2.0}}
+    assert config["training"]["batch_tokens"] == 2048
+    assert config["training"]["warmup_ratio"] == config["schedule"]["warmup_ratio"] == 0.1
+    assert config["schedule"]["peak_learning_rate"] == pytest.approx(2.0 * (16 * 1000) ** -0.5)
+    assert config["model_config"]["dropout"] == 0.0 and config["overrides"] == SMALL
+    assert _dropout_rates(result.model) == {0.0}
+    # The user's dropout and batch win; a run without a budget has no short-budget defaults.
+    kept = runs.train("transformer-tiny", "numbers", tmp_path / "kept",
+                      overrides={**SMALL, "dropout": 0.3, "learning_rate_scale": 1.0},
+                      train_size=120, test_size=4, epochs=1, max_steps=3, batch_size=16,
+                      warmup_ratio=0.05, verbose=0, quiet=True)
+    config = json.loads((tmp_path / "kept/config.json").read_text())
+    assert config["short_budget"] is None and config["training"]["batch_tokens"] is None
+    assert config["schedule"]["peak_learning_rate"] == pytest.approx((16 * 1000) ** -0.5)
+    assert config["model_config"]["dropout"] == 0.3 and 0.3 in _dropout_rates(kept.model)
+    assert kept.summary["steps"] == 3
+
+
+def _dropout_rates(model):
+    return {layer.rate for layer in model._flatten_layers()
+            if isinstance(layer, keras.layers.Dropout)}
+
+
+class StepChanges(keras.callbacks.Callback):
+    """The mean absolute change of the trainable weights in each training step."""
+
+    def __init__(self):
+        super().__init__()
+        self.changes = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.before = [weight.numpy().copy() for weight in self.model.trainable_weights]
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.changes.append(np.mean([np.abs(weight.numpy() - before).mean() for weight, before
+                                     in zip(self.model.trainable_weights, self.before)]))
+
+
+def test_a_timed_run_trains_with_the_budget_schedule_not_the_step_it_timed(tmp_path):
+    # Timing the step rate traces the training step with the family's own schedule (here
+    # a warm-up of 4,000 steps); training must use the budget's: its first step at the peak
+    # rate, its last at peak / 19. Adam moves each weight by about the rate, so the last
+    # step changes the weights far less than the first (the paper's warm-up: far more).
+    changes = StepChanges()
+    runs.train("transformer-tiny", "numbers", tmp_path / "run",
+               overrides={**SMALL, "warmup_steps": 4000}, train_size=200, test_size=4,
+               epochs=3, batch_size=8, max_steps=20, time_limit=60.0, average_checkpoints=0,
+               warmup_ratio=0.05,
+               callbacks=[changes], verbose=0, quiet=True)
+    config = json.loads((tmp_path / "run/config.json").read_text())
+    assert config["interval"]["steps_per_second"] is not None  # the step was timed first
+    assert (config["schedule"]["warmup_steps"], config["schedule"]["predicted_steps"]) == (1, 20)
+    assert len(changes.changes) == 20
+    assert changes.changes[-1] < 0.25 * changes.changes[0], changes.changes

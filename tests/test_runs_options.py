@@ -21,6 +21,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
         "--train-size", "10", "--test-size", "4", "--test-ratio", "0.3", "--test-file", "t.tsv",
         "--weights", "w.npz", "--tokenizer", "wordpiece", "--batch-tokens", "512",
         "--schedule", "budget-cosine", "--steps-per-epoch", "40", "--average-checkpoints", "3",
+        "--warmup-ratio", "0.2",
     ])
     given = {name: getattr(args, name) for name in TrainingOptions.names()}
     assert None not in given.values(), given
@@ -33,6 +34,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
     assert options.training_section()["schedule"] == "budget-cosine"
     assert options.training_section()["steps_per_epoch"] == 40
     assert options.training_section()["average_checkpoints"] == 3
+    assert options.training_section()["warmup_ratio"] == 0.2
 
 
 def test_sections_are_the_config_json_ones_with_defaults_filled_in():
@@ -82,3 +84,9 @@ def test_a_run_with_token_batches_records_them_and_image_runs_refuse_them(tmp_pa
     with pytest.raises(ValueError, match="batch_tokens is for translation"):
         runs.train("vit-tiny", "digits", tmp_path / "image", max_steps=1, batch_tokens=96,
                    overrides=dict(hidden_dim=8, num_heads=1, mlp_dim=8, num_layers=1))
+
+
+@pytest.mark.parametrize("ratio", [0, 1, 1.5, -0.1, True, "0.1"])
+def test_a_warmup_ratio_outside_zero_to_one_is_refused(ratio):
+    with pytest.raises(ValueError, match="warmup_ratio must be a number between 0 and 1"):
+        TrainingOptions(warmup_ratio=ratio)

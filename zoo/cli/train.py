@@ -58,15 +58,23 @@ def add_train_parser(commands):
     p.add_argument("--max-steps", type=positive_int, help="stop after this many steps in total")
     p.add_argument("--batch-tokens", type=positive_int, metavar="N",
                    help="translation: batches of at most N tokens per replica, by length, "
-                        "instead of --batch-size sentences (fairseq's --max-tokens)")
+                        "instead of --batch-size sentences (fairseq's --max-tokens; the default "
+                        "of a Transformer under a short budget: 2048)")
     p.add_argument("--time-limit", type=float, metavar="MINUTES",
                    help="stop training after this many minutes of training in total (a resumed "
-                   "run trains what is left)")
+                   "run trains what is left). A short budget (at most 60 minutes, or "
+                   "--max-steps at most 5000) trains a Transformer on batches of 2048 tokens "
+                   "without dropout, warming up over 10%% of it to twice the paper's peak rate, "
+                   "unless --batch-size, --batch-tokens, --warmup-ratio or --set say "
+                   "otherwise")
     p.add_argument("--schedule", choices=SCHEDULES,
                    help="learning-rate schedule: auto (the default: with --time-limit or "
                    "--max-steps, a 5%% warm-up and a linear decay to zero when the budget ends; "
                    "else the family's own), paper (the family's own), budget-linear, "
                    "budget-cosine")
+    p.add_argument("--warmup-ratio", type=float, metavar="R",
+                   help="with a budget: the share of its steps spent warming up (default 0.05; "
+                   "0.1 for a Transformer under a short budget)")
     p.add_argument("--steps-per-epoch", type=positive_int, metavar="N",
                    help="an epoch (validation, history row, checkpoint, backup) of N steps over "
                    "the repeated data (default: one pass, or ~5 minutes of steps when a pass "

@@ -53,6 +53,9 @@ def choose_schedule(requested, training):
 def check_options(training):
     """`(name, reason)` of `choose_schedule`, after refusing options that need a budget."""
     name, reason = choose_schedule(training.get("schedule"), training)
+    if training.get("warmup_ratio") and name == "paper":
+        raise ZooError("warmup_ratio needs a budgeted schedule: give --time-limit or "
+                       "--max-steps (and no --schedule paper)")
     if training.get("average_checkpoints") and name == "paper":
         raise ZooError("average_checkpoints needs a budgeted schedule: give --time-limit or "
                        "--max-steps (and no --schedule paper)")
@@ -83,10 +86,10 @@ def peak_learning_rate(learning_rate):
         return None
 
 
-def warmup_for(total, cap):
-    """The warm-up of a budget of `total` steps: 5% of it, at least 1, at most `cap` and
-    below `total`."""
-    return max(1, min(int(cap), round(WARMUP_FRACTION * total), int(total) - 1))
+def warmup_for(total, cap, ratio=WARMUP_FRACTION):
+    """The warm-up of a budget of `total` steps: `ratio` of it (5%), at least 1, at most
+    `cap` and below `total`."""
+    return max(1, min(int(cap), round(ratio * total), int(total) - 1))
 
 
 @dataclasses.dataclass
@@ -101,6 +104,7 @@ class BudgetPlan:
         warmup_steps, predicted_steps: the first warm-up and total.
         predicted_from: how `predicted_steps` was found.
         bound: the steps `max_steps` or `epochs` allow (None: no bound known).
+        warmup_ratio: the share of the predicted steps spent warming up.
     """
 
     schedule: str
@@ -111,6 +115,7 @@ class BudgetPlan:
     predicted_steps: int
     predicted_from: str
     bound: int | None = None
+    warmup_ratio: float = WARMUP_FRACTION
 
     @property
     def shape(self):
@@ -135,6 +140,7 @@ def plan_budget(schedule, reason, learning_rate, training, bound, rate, warmup_c
     if peak is None:
         return None
     cap = int(warmup_cap) if warmup_cap else WARMUP_CAP
+    ratio = training.get("warmup_ratio") or WARMUP_FRACTION
     if training.get("time_limit"):
         if rate:
             total = rate * 60.0 * training["time_limit"]
@@ -147,7 +153,8 @@ def plan_budget(schedule, reason, learning_rate, training, bound, rate, warmup_c
     else:
         total, how = bound, "max_steps" if bound == training.get("max_steps") else "epochs"
     total = max(2, int(total))
-    return BudgetPlan(schedule, reason, peak, cap, warmup_for(total, cap), total, how, bound)
+    return BudgetPlan(schedule, reason, peak, cap, warmup_for(total, cap, ratio), total, how,
+                      bound, ratio)
 
 
 def install(model, plan, warmup_steps=None, total_steps=None):
@@ -162,6 +169,10 @@ def install(model, plan, warmup_steps=None, total_steps=None):
     optimizer = model.optimizer
     inner = getattr(optimizer, "inner_optimizer", None)  # a LossScaleOptimizer's
     (inner or optimizer).learning_rate = schedule
+    # A training step traced before (`interval.measure_step_rate` times the model's own)
+    # holds the old rate as constants of its graph, and `fit` would reuse it: a new
+    # function traces the step with this schedule.
+    model.make_train_function(force=True)
     return schedule
 
 
@@ -259,8 +270,9 @@ class BudgetCallback(keras.callbacks.Callback):
         if total is None:
             return
         warmup = self.warmup_steps
-        if self.steps < warmup:  # still warming up: 5% of the corrected total
-            warmup = max(self.steps + 1, warmup_for(total, self.plan.warmup_cap))
+        if self.steps < warmup:  # still warming up: its share of the corrected total
+            warmup = max(self.steps + 1, warmup_for(total, self.plan.warmup_cap,
+                                                    self.plan.warmup_ratio))
         self.schedule.set_budget(warmup, max(total, warmup + 1))
         if self.first_prediction is None:
             self.first_prediction = self.total_steps

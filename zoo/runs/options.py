@@ -47,6 +47,9 @@ class TrainingOptions:
         "training", "learning-rate schedule: auto (budget-linear with a time limit or max_steps, "
         "else the family's own), paper (the family's own), budget-linear, budget-cosine",
         default="auto")
+    warmup_ratio: float | None = _option(
+        "training", "with a budget: the share of its steps spent warming up (default 0.05; 0.1 "
+        "for a Transformer under a short budget, zoo.runs.short_budget)")
     steps_per_epoch: int | None = _option(
         "training", "an epoch (validation, history row, checkpoint, backup) of N steps over "
         "the repeated data (default: one pass, or ~5 minutes of steps when a pass is longer)")
@@ -89,6 +92,10 @@ class TrainingOptions:
         if self.schedule is not None and self.schedule not in SCHEDULES:
             raise ZooError(f"schedule must be one of {', '.join(SCHEDULES)}; "
                            f"received {self.schedule!r}")
+        ratio = self.warmup_ratio
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                                  or not 0 < ratio < 1):
+            raise ZooError(f"warmup_ratio must be a number between 0 and 1; received {ratio!r}")
         limit = self.time_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
                                   or limit <= 0):

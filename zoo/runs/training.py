@@ -37,7 +37,7 @@ from zoo.datasets.preparation import (
 )
 from zoo.errors import ZooError
 from zoo.progress import say
-from zoo.runs import budget, imported, pacing
+from zoo.runs import budget, imported, pacing, short_budget
 from zoo.runs.callbacks import has_backup
 from zoo.runs.fitting import finish, fit
 from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
@@ -97,7 +97,10 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             translation, 128 for images; the global batch is `batch_size ×
             strategy.num_replicas_in_sync`), `batch_tokens` (translation: batches
             of at most this many tokens per replica instead), `max_steps`, `time_limit`
-            (minutes of training in total: a resumed run trains what is left),
+            (minutes of training in total: a resumed run trains what is left; a
+            short budget trains a Transformer on batches of 2,048 tokens without
+            dropout, with a 10% warm-up to twice the paper's peak rate, unless the
+            user chose otherwise, `zoo.runs.short_budget`),
             `schedule` (default "auto": with `max_steps` or `time_limit`, a warm-up
             and a linear decay to zero when the budget ends, `zoo.runs.budget`;
             else the family's own), `steps_per_epoch` (default: one pass, or about
@@ -160,6 +163,14 @@ class _Plan:
     data_options: dict
     overrides: dict
     saved: dict = None
+    budget_defaults: short_budget.ShortBudgetDefaults | None = None
+
+    @property
+    def model_overrides(self):
+        """The config fields a new run's model is built with: a short budget's defaults,
+        then the user's overrides."""
+        chosen = self.budget_defaults.overrides if self.budget_defaults else {}
+        return {**chosen, **self.overrides}
 
     @property
     def imported_from(self):
@@ -181,8 +192,14 @@ def _new_plan(name, data, run_dir, strategy, user_overrides, options):
     _check_new_run(name, data, run_dir, strategy, user_overrides, options,
                    options.weights if fine_tuning else None)
     training = options.training_section()
+    chosen = short_budget.choose(registry.entry(name).family, training, user_overrides,
+                                 fine_tuning)
+    if chosen is not None and chosen.batch_tokens is not None:
+        training["batch_tokens"] = chosen.batch_tokens
+    if chosen is not None and chosen.warmup_ratio is not None:
+        training["warmup_ratio"] = chosen.warmup_ratio
     return _Plan(name, data, imported.training_section(training) if fine_tuning else training,
-                 options.data_section(), user_overrides)
+                 options.data_section(), user_overrides, budget_defaults=chosen)
 
 
 def _given(config_file, overrides, options):
@@ -238,7 +255,7 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     training = plan.training
     keras.utils.set_random_seed(training["seed"])
     base_config = (plan.saved["model_config"] if plan.saved else dataclasses.asdict(
-        registry.config(plan.name, weights=plan.imported_from, **plan.overrides)))
+        registry.config(plan.name, weights=plan.imported_from, **plan.model_overrides)))
     kind, data = load_data(plan.name, plan.data_spec, plan.data_options, base_config,
                            training["seed"], quiet)
     if training["batch_size"] is None:
@@ -253,8 +270,9 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     if plan.saved:
         model_config = dict(plan.saved["model_config"])
     else:
-        model_config = model_config_for(plan.name, plan.overrides, kind, data, tokenizer_pair, training,
-                                        steps_per_epoch, weights=plan.imported_from)
+        model_config = model_config_for(plan.name, plan.model_overrides, kind, data,
+                                        tokenizer_pair, training, steps_per_epoch,
+                                        weights=plan.imported_from)
     # Pretrained weights at the start: a resumed run restores its own from the backup (none
     # yet if it was killed before its first epoch ended: then it starts from them again).
     weights = None if plan.saved and has_backup(run_dir) else training.get("weights")
@@ -277,6 +295,8 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
         f"{strategy.num_replicas_in_sync} replica(s); run directory {run_dir}",
         quiet,
     )
+    if plan.budget_defaults is not None:
+        say(f"  {plan.budget_defaults.describe()}", quiet)
     for line in pace.lines:
         say(f"  {line}", quiet)
     fitted = fit(model, train_data, val_data, training, run_dir, write_dir, callbacks,
@@ -328,6 +348,7 @@ def _run_config(plan, kind, data, model, model_config, placement, num_train, num
         "kind": kind,
         "model_config": model_config,
         "overrides": plan.overrides,
+        "short_budget": plan.budget_defaults.as_config() if plan.budget_defaults else None,
         "data": {
             "spec": plan.data_spec,
             "options": plan.data_options,

@@ -1,0 +1,104 @@
+"""The defaults of a short training budget: batches of tokens and no dropout.
+
+A budget of a few minutes on a CPU is one or two thousand steps, and the
+paper's Transformer recipe (batches of 64 sentences, dropout 0.1) was made
+for 100,000. With a short budget (`time_limit` of at most `SHORT_MINUTES`
+or `max_steps` of at most `SHORT_STEPS`), a new Transformer run trained
+from scratch takes, where the user chose nothing else:
+
+* batches of `BATCH_TOKENS` tokens per replica (fairseq's `--max-tokens`)
+  instead of 64 sentences: fewer, larger, less noisy steps;
+* no dropout: in so few steps the model sees each sentence a handful of
+  times and does not overfit; dropout only slows learning;
+* with the budget schedule (`zoo.runs.budget`), a warm-up over 10% of the
+  budget instead of 5%, to twice the peak rate of the family's own schedule
+  (`learning_rate_scale` 2): a rate that falls to zero within a thousand
+  steps can start higher.
+
+docs/experiments/short_budget.md measures both. `config.json` records
+what was chosen and why under "short_budget".
+
+    chosen = choose("transformer", training, overrides, fine_tuning=False)
+    chosen.batch_tokens, chosen.warmup_ratio   # 2048, 0.1
+    chosen.overrides                           # {"dropout": 0.0, "learning_rate_scale": 2.0}
+"""
+
+import dataclasses
+
+BATCH_TOKENS = 2048
+WARMUP_RATIO = 0.1
+LEARNING_RATE_SCALE = 2.0
+SHORT_MINUTES = 60.0
+SHORT_STEPS = 5000
+FAMILIES = ("transformer",)
+_DROPOUT_FIELDS = ("dropout",)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShortBudgetDefaults:
+    """What a short budget chose for a run (config.json's "short_budget").
+
+    Attributes:
+        batch_tokens: the tokens per replica of a batch, or None when the user chose the batch.
+        warmup_ratio: the budget schedule's share of warm-up steps, or None (the user's, or
+            the family's own schedule).
+        overrides: model config fields chosen (`{"dropout": 0.0, "learning_rate_scale": 2.0}`),
+            the user's own left out.
+        reason: the budget, in words.
+    """
+
+    batch_tokens: int | None
+    warmup_ratio: float | None
+    overrides: dict
+    reason: str
+
+    def as_config(self):
+        return dataclasses.asdict(self)
+
+    def describe(self):
+        """One line for the run's first lines."""
+        chosen = []
+        if self.batch_tokens is not None:
+            chosen.append(f"batches of {self.batch_tokens} tokens")
+        if self.warmup_ratio is not None:
+            chosen.append(f"warm-up {self.warmup_ratio:.0%} of the budget")
+        chosen += [f"{name} {value:g}" for name, value in self.overrides.items()]
+        return f"Short budget ({self.reason}): {', '.join(chosen)}"
+
+
+def _short_words(training):
+    """The budget options that are short, in words ("" when none is)."""
+    minutes, steps = training.get("time_limit"), training.get("max_steps")
+    words = []
+    if minutes and minutes <= SHORT_MINUTES:
+        words.append(f"time_limit {minutes:g} min <= {SHORT_MINUTES:g}")
+    if steps and steps <= SHORT_STEPS:
+        words.append(f"max_steps {steps} <= {SHORT_STEPS}")
+    return ", ".join(words)
+
+
+def choose(family, training, overrides, fine_tuning):
+    """The `ShortBudgetDefaults` of a new run, or None when none apply.
+
+    Args:
+        family: the registry family of the model ("transformer", ...).
+        training: the given options (`TrainingOptions.training_section()`: `time_limit`,
+            `max_steps`, `batch_size`, `batch_tokens`, `schedule`, `warmup_ratio`).
+        overrides: the user's config overrides; a field given there is kept.
+        fine_tuning: a model imported from a folder (it keeps its own recipe).
+    """
+    reason = _short_words(training)
+    if family not in FAMILIES or fine_tuning or not reason:
+        return None
+    batch_given = training.get("batch_size") is not None or training.get("batch_tokens") is not None
+    batch_tokens = None if batch_given else BATCH_TOKENS
+    chosen = {name: 0.0 for name in _DROPOUT_FIELDS if name not in overrides}
+    warmup_ratio = None
+    if training.get("schedule") != "paper":  # the budget schedule
+        if training.get("warmup_ratio") is None:
+            warmup_ratio = WARMUP_RATIO
+        if "learning_rate_scale" not in overrides:
+            chosen["learning_rate_scale"] = LEARNING_RATE_SCALE
+    if batch_tokens is None and warmup_ratio is None and not chosen:
+        return None
+    return ShortBudgetDefaults(batch_tokens, warmup_ratio, chosen, reason)
