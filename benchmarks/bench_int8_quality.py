@@ -29,7 +29,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401 - the exports' tokenizer ops
 from bench_translation import translate  # noqa: E402 - in order of length, returned in order
 
-from zoo.datasets.preparation import load_data  # noqa: E402
+from zoo.datasets.preparation import load_run_data  # noqa: E402
 from zoo.runs.evaluation import test_sources_and_references  # noqa: E402
 from zoo.runs.exporting import export_run  # noqa: E402
 from zoo.runs.rundir import load_run  # noqa: E402
@@ -87,8 +87,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     run = load_run(args.run_dir, "best")
     config = run.config
-    _, data = load_data(run.name, config["data"]["spec"], dict(config["data"]["options"]),
-                        config["model_config"], config["training"]["seed"], True)
+    _, data = load_run_data(config, True)
     root = pathlib.Path(tempfile.mkdtemp(prefix="bench_int8_"))
     exports = {kind: export_run(args.run_dir, to=root / kind, quiet=True, quantize=quantize)
                for kind, quantize in (("float32", None), ("int8", "int8"))}

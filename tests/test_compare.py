@@ -77,6 +77,22 @@ def test_compare_drops_the_test_pairs_that_run_b_trained_on(transformer_run, tmp
     assert dropped == len(test_a) - len(data.test_pairs)
 
 
+def test_compare_keeps_every_test_pair_of_runs_with_one_data_seed(transformer_run, tmp_path):
+    runs_by_data_seed = {}
+    for data_seed in (0, 5):
+        other = pathlib.Path(shutil.copytree(transformer_run, tmp_path / f"data-seed-{data_seed}"))
+        config = json.loads((other / "config.json").read_text())
+        config["training"]["seed"] = 3  # another training seed, the data seed given
+        config["data"]["options"]["data_seed"] = data_seed
+        (other / "config.json").write_text(json.dumps(config))
+        runs_by_data_seed[data_seed] = runs.load_run(other)
+    a = runs.load_run(transformer_run)  # from before data_seed: its training seed, 0
+    data, dropped = comparison.held_out_from_both(a, runs_by_data_seed[0])
+    assert dropped == 0 and data.test_pairs == comparison.held_out_from_both(a, a)[0].test_pairs
+    _, dropped = comparison.held_out_from_both(a, runs_by_data_seed[5])
+    assert dropped > 0
+
+
 def test_compare_refuses_image_runs_and_mixed_tokenizers(transformer_run, tmp_path):
     vit = shutil.copytree(FIXTURES / "run_v1_vit", tmp_path / "vit")
     code, _, err = run_main("compare", transformer_run, vit)

@@ -207,10 +207,13 @@ def test_train_writes_a_complete_run_directory(numbers_run):
     assert config["data"] == {
         "spec": "numbers",
         "options": {"data_dir": None, "train_size": 200, "test_size": 8, "test_ratio": None,
-                    "test_path": None},
+                    "test_path": None, "data_seed": 0},
         "num_train": 190, "num_validation": 10, "num_test": 8,
         "skipped": {}, "class_names": None,
     }
+    # Seed 3 trains; the test pairs are those of the data seed, 0, as for any --seed.
+    assert result.data.test_pairs == datasets.load(
+        "numbers", seed=0, train_size=200, test_size=8).test_pairs
     tokenizer = tokenizers.load(out / "tokenizer")
     assert tokenizers.kind(tokenizer) == "sentencepiece"  # the default for new runs
     assert config["training"]["tokenizer"] == "sentencepiece"

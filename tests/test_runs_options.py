@@ -21,7 +21,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
         "--train-size", "10", "--test-size", "4", "--test-ratio", "0.3", "--test-file", "t.tsv",
         "--weights", "w.npz", "--tokenizer", "wordpiece", "--batch-tokens", "512",
         "--schedule", "budget-cosine", "--steps-per-epoch", "40", "--average-checkpoints", "3",
-        "--warmup-ratio", "0.2",
+        "--warmup-ratio", "0.2", "--data-seed", "7",
     ])
     given = {name: getattr(args, name) for name in TrainingOptions.names()}
     assert None not in given.values(), given
@@ -35,6 +35,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
     assert options.training_section()["steps_per_epoch"] == 40
     assert options.training_section()["average_checkpoints"] == 3
     assert options.training_section()["warmup_ratio"] == 0.2
+    assert options.data_section()["data_seed"] == 7
 
 
 def test_sections_are_the_config_json_ones_with_defaults_filled_in():
@@ -42,8 +43,11 @@ def test_sections_are_the_config_json_ones_with_defaults_filled_in():
     training = options.training_section()
     assert training["epochs"] == 3 and training["seed"] == 0 and training["val_ratio"] == 0.05
     assert training["batch_size"] is None  # decided by the data's kind
-    assert set(options.data_section()) == {"data_dir", "train_size", "test_size", "test_ratio",
-                                           "test_path"}
+    data = options.data_section()
+    assert set(data) == {"data_dir", "train_size", "test_size", "test_ratio", "test_path",
+                         "data_seed"}
+    # The test split does not follow the training seed: a new run records data seed 0.
+    assert data["data_seed"] == 0 and TrainingOptions(seed=3).data_section()["data_seed"] == 0
 
 
 def test_an_earlier_config_json_reads_back_and_conflicts_name_the_option():
@@ -56,7 +60,8 @@ def test_an_earlier_config_json_reads_back_and_conflicts_name_the_option():
 
 
 @pytest.mark.parametrize("field, value", [("epochs", 0), ("batch_size", True), ("batch_tokens", 0),
-                                          ("max_steps", 1.5), ("time_limit", -1)])
+                                          ("max_steps", 1.5), ("time_limit", -1),
+                                          ("data_seed", -1)])
 def test_bad_values_are_refused_with_their_name(field, value):
     with pytest.raises(ValueError, match=field):
         TrainingOptions(**{field: value})
@@ -69,6 +74,24 @@ def test_options_are_frozen():
 
 def test_the_data_options_are_the_ones_preparation_passes_to_the_datasets():
     assert TrainingOptions.names("data") == preparation.DATA_OPTIONS
+
+
+def test_the_data_seed_decides_the_split_and_earlier_runs_keep_their_training_seeds():
+    def test_pairs(options, seed=None):
+        _, data = preparation.load_data("transformer-tiny", "numbers", options, seed=seed,
+                                        quiet=True)
+        return data.test_pairs
+
+    sizes = {"train_size": 40, "test_size": 10}
+    fixed = test_pairs({**sizes, "data_seed": 0}, seed=5)
+    assert fixed == test_pairs(sizes) == test_pairs({**sizes, "data_seed": None})
+    assert fixed != test_pairs({**sizes, "data_seed": 5}, seed=0)
+    # A config.json from before the option (no data_seed) split with its training seed.
+    saved = json.loads((FIXTURES / "run_v1_transformer/config.json").read_text())
+    assert "data_seed" not in saved["data"]["options"]
+    saved["training"]["seed"] = 5
+    _, data = preparation.load_run_data(saved, quiet=True)
+    assert data.test_pairs == test_pairs(dict(saved["data"]["options"], data_seed=5))
 
 
 def test_a_run_with_token_batches_records_them_and_image_runs_refuse_them(tmp_path, capsys):

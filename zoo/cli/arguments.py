@@ -84,6 +84,9 @@ def add_data_arguments(parser, *, required, note=""):
     group.add_argument("--test-ratio", type=float,
                        help="tsv:, digits, images:: held-out share (defaults 0.05, 0.2, 0.2)")
     group.add_argument("--test-file", metavar="PATH", dest="test_path", help="tsv:: a second file of test pairs")
+    group.add_argument("--data-seed", type=int, help="the seed that generates (numbers, dates) and "
+                       "splits the dataset into training and test pairs (default 0; zoo tune: "
+                       "its --seed), so that runs of several --seed values share one test set")
 
 
 def data_options(args):

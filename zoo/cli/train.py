@@ -52,7 +52,8 @@ def add_train_parser(commands):
         batch_size="examples per replica per step (default 64 for text, 128 for images)",
         strategy="tf.distribute strategy (default: one device)",
         set="override a config field (after --config); repeatable",
-        seed="random seed (default 0)",
+        seed="random seed of the weights, dropout and batch order (default 0); the test "
+        "split has its own, --data-seed",
         val_ratio="share of the training split used for validation (default 0.05)",
     ))
     p.add_argument("--max-steps", type=positive_int, help="stop after this many steps in total")

@@ -73,7 +73,8 @@ def add_tune_parser(commands):
             batch_size="hold the batch size (per replica) constant instead of searching it",
             strategy="tf.distribute strategy for every trial (default: one device)",
             set="hold a config field constant; repeatable",
-            seed="tuner, split and data seed (default 0)",
+            seed="tuner and validation-split seed, and the data seed unless --data-seed "
+            "(default 0)",
             val_ratio="share of the training split used for validation (default 0.1)",
         ),
     )

@@ -31,7 +31,10 @@ IMAGE_FAMILIES = ("vit",)
 
 BUCKETS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
-DATA_OPTIONS = ("data_dir", "train_size", "test_size", "test_ratio", "test_path")
+DATA_OPTIONS = ("data_dir", "train_size", "test_size", "test_ratio", "test_path", "data_seed")
+# The seed that generates and splits a dataset when none is given: the same test pairs
+# whatever the training seed (`--seed`) is.
+DEFAULT_DATA_SEED = 0
 
 
 def model_kind(name):
@@ -70,7 +73,27 @@ def check_data_fits(name, spec):
     return kind
 
 
-def load_data(name, spec, options=None, model_config=None, seed=0, quiet=False):
+def data_seed(options, seed=None):
+    """The seed that generates (`numbers`, `dates`) and splits a dataset.
+
+    The `data_seed` option when given; else `seed`, which callers pass for run
+    directories written before that option (they split with the training seed)
+    and `zoo tune` for its own `--seed`; else `DEFAULT_DATA_SEED`.
+    """
+    chosen = (options or {}).get("data_seed")
+    if chosen is not None:
+        return chosen
+    return DEFAULT_DATA_SEED if seed is None else seed
+
+
+def load_run_data(config, quiet=False):
+    """`load_data` for a run directory's `config.json` (a dict): its dataset, the same
+    split it was trained on."""
+    return load_data(config["model"], config["data"]["spec"], dict(config["data"]["options"]),
+                     config["model_config"], config["training"]["seed"], quiet)
+
+
+def load_data(name, spec, options=None, model_config=None, seed=None, quiet=False):
     """Load the dataset `spec` for model `name`, as `train` and `zoo tune` do.
 
     Args:
@@ -79,11 +102,12 @@ def load_data(name, spec, options=None, model_config=None, seed=0, quiet=False):
         spec: `numbers`, `dates`, `tsv:PATH`, `digits`, `fashion-mnist` or
             `images:DIR` (`zoo.datasets.load`).
         options: dataset options, a dict with keys among `DATA_OPTIONS`
-            (`data_dir`, `train_size`, `test_size`, `test_ratio`, `test_path`);
-            missing keys are None.
+            (`data_dir`, `train_size`, `test_size`, `test_ratio`, `test_path`,
+            `data_seed`); missing keys are None.
         model_config: the model's config as a dict; `images:DIR` folders are
             resized to its `image_size` and read with its `channels` (1, 3 or 4).
-        seed: the generation and split seed.
+        seed: the generation and split seed when `options` give no `data_seed`
+            (`data_seed`; default 0).
         quiet: print nothing (else the sizes and a first example, and a
             progress bar while pairs are generated or read when stdout is a
             terminal).
@@ -100,15 +124,14 @@ def load_data(name, spec, options=None, model_config=None, seed=0, quiet=False):
     kind = check_data_fits(name, spec)
     started = time.monotonic()
     say(f"Loading dataset {spec!r}...", quiet)
-    kwargs = {key: options.get(key) for key in DATA_OPTIONS}
-    kwargs["test_path"] = options.get("test_path")
+    kwargs = {key: options.get(key) for key in DATA_OPTIONS if key != "data_seed"}
     if kind == "image" and spec.startswith("images:"):
         kwargs["image_size"] = model_config.get("image_size")
         channels = model_config.get("channels", 3)
         kwargs["color_mode"] = {1: "grayscale", 3: "rgb", 4: "rgba"}.get(channels)
         if kwargs["color_mode"] is None:
             raise ZooError(f"images: datasets need channels 1, 3 or 4; received {channels}")
-    data = datasets.load(spec, seed=seed, progress=not quiet and sys.stdout.isatty(), **kwargs)
+    data = datasets.load(spec, seed=data_seed(options, seed), progress=not quiet and sys.stdout.isatty(), **kwargs)
     if kind == "translation":
         skipped = {reason: count for reason, count in data.skipped.items() if count}
         extra = f"; skipped lines: {skipped}" if skipped else ""

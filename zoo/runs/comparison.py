@@ -1,6 +1,6 @@
 """`compare`: is run B better than run A? Paired bootstrap resampling on the same test pairs."""
 
-from zoo.datasets.preparation import load_data
+from zoo.datasets.preparation import data_seed, load_run_data
 from zoo.errors import ZooError
 from zoo.progress import say
 from zoo.runs.evaluation import decode_test_sources, interval_line, test_sources_and_references
@@ -11,26 +11,26 @@ from zoo.text import tokenizers
 
 
 def _data(run, quiet):
+    return load_run_data(run.config, quiet)[1]
+
+
+def _split(run):
+    """What decides a run's test pairs: its data spec, its dataset options and its data seed."""
     config = run.config
-    _, data = load_data(run.name, config["data"]["spec"], dict(config["data"]["options"]),
-                        config["model_config"], config["training"]["seed"], quiet)
-    return data
-
-
-def _same_data(a, b):
-    keys = ("spec", "options")
-    return ([a.config["data"][k] for k in keys] == [b.config["data"][k] for k in keys]
-            and a.config["training"]["seed"] == b.config["training"]["seed"])
+    options = {key: value for key, value in config["data"]["options"].items()
+               if key != "data_seed"}
+    return config["data"]["spec"], options, data_seed(config["data"]["options"],
+                                                       config["training"]["seed"])
 
 
 def held_out_from_both(a, b, quiet=True):
-    """A's test data, less the test pairs that B saw in training (another seed's split).
+    """A's test data, less the test pairs that B saw in training (another data seed's split).
 
     Returns `(data, dropped)`: A's dataset with `test_pairs` narrowed, and how many
     pairs were dropped.
     """
     data = _data(a, quiet)
-    if _same_data(a, b):
+    if _split(a) == _split(b):
         return data, 0
     seen = set(_data(b, True).train_pairs)
     kept = [pair for pair in data.test_pairs if pair not in seen]

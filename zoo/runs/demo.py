@@ -53,7 +53,8 @@ def run(minutes=4.0, train_size=20000, test_size=1000, seed=0, out="runs/demo",
     print(f"== [1/4] Train {MODEL} on the numbers task for at most {minutes:g} minutes")
     result = runs.train(
         MODEL, "numbers", out, epochs=1000, time_limit=minutes, batch_size=batch_size,
-        train_size=train_size, test_size=test_size, seed=seed, overrides=OVERRIDES,
+        train_size=train_size, test_size=test_size, seed=seed, data_seed=seed,
+        overrides=OVERRIDES,
         schedule="paper",  # the recipe its README figure was measured with
     )
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from zoo import files
-from zoo.datasets.preparation import load_data
+from zoo.datasets.preparation import load_run_data
 from zoo.decode import copy_steps
 from zoo.errors import ZooError
 from zoo.progress import say
@@ -50,7 +50,7 @@ def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=None, limit=None, ba
         write: write `metrics.json` into the run directory.
         data: the run's dataset if already loaded (`RunResult.data`); by
             default it is loaded again from the spec and options in
-            `config.json` (the same split: it is fixed by the seed).
+            `config.json` (the same split: it is fixed by its data seed).
         bootstrap: translation: with a number of resamples (e.g. 1000), BLEU
             and chrF get 95% bootstrap confidence intervals
             (`zoo.runs.scores.confidence`) under `"confidence"`.
@@ -64,10 +64,7 @@ def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=None, limit=None, ba
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ZooError(f"limit must be a positive int; received limit={limit!r}")
     if data is None:
-        _, data = load_data(
-            run.name, config["data"]["spec"], dict(config["data"]["options"]),
-            config["model_config"], config["training"]["seed"], quiet,
-        )
+        _, data = load_run_data(config, quiet)
     result = {
         "model": run.name,
         "data": config["data"]["spec"],

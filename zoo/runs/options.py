@@ -56,7 +56,9 @@ class TrainingOptions:
     average_checkpoints: int | None = _option(
         "training", "with a budget: average this many snapshots of the weights, over the last "
         "20% of its steps, into checkpoints/average.keras (default 5; 0 for none)")
-    seed: int | None = _option("training", "random seed", default=0)
+    seed: int | None = _option(
+        "training", "random seed of the weights, dropout, batch order and validation split; "
+        "the test split has its own (data_seed)", default=0)
     val_ratio: float | None = _option(
         "training", "share of the training split used for validation", default=0.05)
     mixed_precision: str | None = _option(
@@ -83,10 +85,14 @@ class TrainingOptions:
     test_ratio: float | None = _option(
         "data", "tsv:, digits, images:: held-out share (defaults 0.05, 0.2, 0.2)")
     test_path: str | None = _option("data", "tsv:: a second file of test pairs")
+    data_seed: int | None = _option(
+        "data", "the seed that generates (numbers, dates) and splits the dataset into training "
+        "and test pairs, whatever --seed is", default=0)
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "batch_tokens", "max_steps", "steps_per_epoch"):
             check_positive_int(name, getattr(self, name), allow_none=True)
+        check_int("data_seed", self.data_seed, 0, allow_none=True)
         if self.average_checkpoints is not None:
             check_int("average_checkpoints", self.average_checkpoints, 0)
         if self.schedule is not None and self.schedule not in SCHEDULES:
@@ -121,15 +127,20 @@ class TrainingOptions:
         data = {key: config["data"]["options"].get(key) for key in cls.names("data")}
         return cls(**training, **data)
 
-    def training_section(self):
-        """`config.json`'s "training" fields: the given values, else the defaults."""
+    def _section(self, section):
+        """The fields of one `config.json` section: the given values, else the defaults."""
         return {field.name: (getattr(self, field.name) if getattr(self, field.name) is not None
                              else field.metadata["default"])
-                for field in dataclasses.fields(self) if field.metadata["section"] == "training"}
+                for field in dataclasses.fields(self) if field.metadata["section"] == section}
+
+    def training_section(self):
+        """`config.json`'s "training" fields: the given values, else the defaults."""
+        return self._section("training")
 
     def data_section(self):
-        """`config.json`'s "data" -> "options" (None where not given)."""
-        return {name: getattr(self, name) for name in self.names("data")}
+        """`config.json`'s "data" -> "options": the given values, else the defaults (None
+        for all but `data_seed`: the dataset's own)."""
+        return self._section("data")
 
     def conflicts(self, saved):
         """The given options that differ from the saved run's `config.json` (a dict), as

@@ -107,13 +107,15 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             5 minutes of steps when a pass is longer, `zoo.runs.interval`),
             `average_checkpoints` (with a budget: default 5 snapshots averaged into
             `checkpoints/average.keras`, `zoo.runs.averaging`), `seed` (default 0: Python, NumPy,
-            TensorFlow, Keras, the data and the splits), `val_ratio` (default
+            TensorFlow, Keras, the batch order and the validation split), `val_ratio` (default
             0.05; 0 for none, then `best.keras` follows `loss`),
             `mixed_precision` (None: bfloat16 on TPU, else float32; `"auto"`,
             `"float16"`, `"bfloat16"`, `"float32"`), `jit` (the config's
             `jit_compile`), `separate_vocabularies`, `tokenizer`, `weights`
             (a checkpoint or folder to start from), and the dataset options
-            `data_dir`, `train_size`, `test_size`, `test_ratio`, `test_path`.
+            `data_dir`, `train_size`, `test_size`, `test_ratio`, `test_path`,
+            `data_seed` (default 0: the split and generated pairs, whatever
+            `seed` is).
 
     Returns:
         `RunResult`.
