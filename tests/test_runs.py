@@ -12,7 +12,7 @@ import tensorflow as tf
 import zoo
 from zoo import datasets, runs, text
 from zoo.datasets import preparation
-from zoo.runs import callbacks, evaluation, options
+from zoo.runs import callbacks, evaluation, inference, options
 from zoo.text import tokenizers
 
 from interrupts import Interrupt  # pytest puts tests/ (no __init__.py) on sys.path
@@ -335,6 +335,13 @@ def test_load_run_translate_and_evaluate_agree_with_the_decoder(numbers_run, tmp
         zoo.decode.greedy_decode(run.model, source, max_length=max_length)
     ).numpy()
     assert runs.translate(run, sources, beam_size=1) == [e.decode() for e in expected]
+    # Decoded longest first, in batches of similar length, and returned in order.
+    assert inference.batch_order(["ab", "a", "abc", "xy"]) == [2, 0, 3, 1]
+    assert inference.batch_order(["ab", "a", "abc"], keep=True) == [0, 1, 2]
+    assert runs.translate(run, sources, beam_size=1, batch_size=3) == [
+        e.decode() for e in expected]
+    assert runs.translate(run, sources, beam_size=2, batch_size=3) == runs.translate(
+        run, sources, beam_size=2, batch_size=len(sources))
     # 0 tokens is an error, not the default length.
     with pytest.raises(ValueError, match="`max_length` must be an int >= 1; received max_length=0"):
         runs.translate(run, sources, max_length=0)

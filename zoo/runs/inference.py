@@ -48,8 +48,9 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
         sampling: a `zoo.decode.sampling.Sampling` (with a seed: the same seed gives
             the same output, as the export's `sample` signature): sample instead
             of searching (`beam_size` is then not used). Each batch of `batch_size`
-            sentences is drawn with that seed (the noise depends on a row's place in
-            its batch).
+            sentences, in the given order, is drawn with that seed (the noise
+            depends on a row's place in its batch). Greedy and beam search decode
+            the longest sentences first (`batch_order`) and return them in order.
 
     Returns:
         list of str.
@@ -68,9 +69,11 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
     table = None  # a copying model's map of source pieces to target ids
     if copy_steps.is_copying(run.model):
         table = copying.copy_table(run.source_tokenizer, run.target_tokenizer)
-    outputs = []
+    order = batch_order(sentences, keep=sampling is not None)
+    outputs = [None] * len(sentences)
     for start in range(0, len(sentences), batch_size):
-        chunk = list(sentences[start : start + batch_size])
+        rows = order[start : start + batch_size]
+        chunk = [sentences[i] for i in rows]
         if table is None:
             source = padded_sources(run.source_tokenizer, chunk, max_length)
             generated = _generate(run.model, source, beam_size, max_length, options, sampling)
@@ -78,10 +81,25 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
         else:
             texts = _translate_copying(run, table, chunk, beam_size, max_length, options,
                                        sampling)
-        outputs += [s.decode("utf-8") for s in texts.numpy()]
+        for i, text in zip(rows, texts.numpy()):
+            outputs[i] = text.decode("utf-8")
         if bar is not None:
             bar.add(len(chunk))
     return outputs
+
+
+def batch_order(sentences, keep=False):
+    """The order `translate` decodes `sentences` in: longest first (by characters, a stable
+    sort), so that a batch holds sentences of similar length.
+
+    A batch decodes until its longest row ends and pads every row to its longest
+    source, so a short sentence batched with a long one waits for it; the results
+    are the same in any order (each row decodes as it would alone). With `keep`
+    (sampling, whose noise depends on a row's place in its batch) the given order.
+    """
+    if keep:
+        return list(range(len(sentences)))
+    return sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
 
 
 def _translate_copying(run, table, sentences, beam_size, max_length, options, sampling):
