@@ -48,7 +48,8 @@ def add_train_parser(commands):
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/NAME-DATE-TIME); "
                    "an unfinished run there is resumed")
     add_fit_arguments(p, strategies=distribute.STRATEGIES, helps=dict(
-        epochs="epochs (default 10)",
+        epochs="epochs (default 10; with --time-limit or --max-steps, as many as the budget "
+        "allows)",
         batch_size="examples per replica per step (default 64 for text, 128 for images)",
         strategy="tf.distribute strategy (default: one device)",
         set="override a config field (after --config); repeatable",

@@ -354,9 +354,10 @@ def model_config_for(name, overrides, kind, data, tokenizers, training, steps_pe
     already) instead of the registry defaults and the tokenizers.
     """
     base = dataclasses.asdict(registry.config(name, weights=weights, **overrides))
-    total = training["epochs"] * steps_per_epoch
+    # epochs None: a budget ends the run (its `max_steps`, else a time limit: not known here).
+    total = None if training["epochs"] is None else training["epochs"] * steps_per_epoch
     if training["max_steps"]:
-        total = min(total, training["max_steps"])
+        total = training["max_steps"] if total is None else min(total, training["max_steps"])
     derived = config_from_data(
         base, kind, data, tokenizers, separate_vocabularies=training["separate_vocabularies"],
         overrides=overrides, total_steps=total,

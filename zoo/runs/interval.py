@@ -114,8 +114,19 @@ def duration(seconds):
     return f"{seconds / 3600:.3g} h"
 
 
-def keras_epochs(epochs, pass_steps, steps_per_epoch):
-    """`fit`'s epochs: `epochs` passes, in epochs of `steps_per_epoch` steps when given."""
+# `fit`'s epochs when the budget alone ends a run (a time limit and no `epochs`).
+UNTIL_BUDGET = 1_000_000
+
+
+def keras_epochs(epochs, pass_steps, steps_per_epoch, max_steps=None):
+    """`fit`'s epochs: `epochs` passes, in epochs of `steps_per_epoch` steps when given.
+
+    `epochs` None (a run with a budget and no `epochs`): as many as `max_steps`
+    takes, else `UNTIL_BUDGET` (the time limit ends the run).
+    """
+    if epochs is None:
+        per = steps_per_epoch or pass_steps
+        return max(1, math.ceil(max_steps / per)) if max_steps and per else UNTIL_BUDGET
     if steps_per_epoch is None:
         return epochs
     if pass_steps is None:

@@ -33,7 +33,9 @@ class TrainingOptions:
     """How a run trains, and the dataset options of its data spec. None: not given."""
 
     # === config.json "training" ===
-    epochs: int | None = _option("training", "epochs", default=10)
+    epochs: int | None = _option(
+        "training", "epochs (default 10; with a time limit or max_steps, as many as the budget "
+        "allows)", default=10)
     batch_size: int | None = _option(
         "training", "examples per replica per step (default 64 for text, 128 for images)")
     batch_tokens: int | None = _option(

@@ -111,7 +111,8 @@ def prepare(model, training, model_config, saved, run_dir, strategy, counts):
         config, lines, spent_timing = _new_run(model, training, model_config, strategy, counts)
     pass_steps = config.get("interval", {}).get("pass_steps")
     steps_per_epoch = config.get("interval", {}).get("steps_per_epoch")
-    pace = Pace(interval.keras_epochs(training["epochs"], pass_steps, steps_per_epoch),
+    pace = Pace(interval.keras_epochs(training["epochs"], pass_steps, steps_per_epoch,
+                                      training.get("max_steps")),
                 steps_per_epoch, steps_done, spent + spent_timing, config, lines)
     schedule = config.get("schedule") or {"name": "paper"}
     if schedule["name"] != "paper":
@@ -139,7 +140,8 @@ def _new_run(model, training, model_config, strategy, counts):
     config = {"interval": {"steps_per_epoch": steps_per_epoch, "pass_steps": pass_steps,
                            "steps_per_second": None if rate is None else round(rate, 4),
                            "reason": why}}
-    epochs = interval.keras_epochs(training["epochs"], pass_steps, steps_per_epoch)
+    epochs = interval.keras_epochs(training["epochs"], pass_steps, steps_per_epoch,
+                                   training.get("max_steps"))
     lines = [f"Epochs: {'one pass over the data' if steps_per_epoch is None else f'{steps_per_epoch:,} steps'}"
              f" ({why}); a checkpoint, a validation row and a backup after each"]
     if name == "paper":
@@ -169,7 +171,9 @@ def _inner(optimizer):
 def _bound(training, epochs, pass_steps, steps_per_epoch):
     """The most steps `max_steps` and `epochs` allow, or None when neither is known."""
     bounds = [training["max_steps"]] if training.get("max_steps") else []
-    if steps_per_epoch is not None:
+    if training["epochs"] is None:  # the budget alone ends the run
+        pass
+    elif steps_per_epoch is not None:
         bounds.append(epochs * steps_per_epoch)
     elif pass_steps is not None:
         bounds.append(training["epochs"] * pass_steps)

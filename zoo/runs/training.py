@@ -93,7 +93,8 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             one line per epoch otherwise.
         quiet: print nothing but Keras' own output.
         **options: the fields of `TrainingOptions` (`zoo.runs.options`):
-            `epochs` (default 10), `batch_size` (per replica; default 64 for
+            `epochs` (default 10; with `max_steps` or `time_limit`, as many as
+            the budget allows), `batch_size` (per replica; default 64 for
             translation, 128 for images; the global batch is `batch_size ×
             strategy.num_replicas_in_sync`), `batch_tokens` (translation: batches
             of at most this many tokens per replica instead), `max_steps`, `time_limit`
@@ -182,6 +183,15 @@ class _Plan:
         return None
 
 
+def _how_long(training):
+    """The first line's "for 10 epochs", or the budget that alone ends the run."""
+    if training["epochs"] is not None:
+        return f"for {training['epochs']} epochs"
+    limits = [f"{training['max_steps']:,} steps" if training.get("max_steps") else None,
+              f"{training['time_limit']:g} minutes" if training.get("time_limit") else None]
+    return "for " + " or ".join(limit for limit in limits if limit)
+
+
 def _new_plan(name, data, run_dir, strategy, user_overrides, options):
     """What a new run trains: checked, with the overrides and options its weights imply."""
     fine_tuning = imported.is_imported(name, options.weights)  # the folder's sizes, tokenizers
@@ -194,6 +204,8 @@ def _new_plan(name, data, run_dir, strategy, user_overrides, options):
     _check_new_run(name, data, run_dir, strategy, user_overrides, options,
                    options.weights if fine_tuning else None)
     training = options.training_section()
+    if options.epochs is None and (training["time_limit"] or training["max_steps"]):
+        training["epochs"] = None  # as many as the budget allows (`interval.keras_epochs`)
     chosen = short_budget.choose(registry.entry(name).family, training, user_overrides,
                                  fine_tuning)
     if chosen is not None and chosen.batch_tokens is not None:
@@ -291,8 +303,8 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
                                                 num_train, num_val), **pace.config},
                       tokenizer_pair)
     say(
-        f"Training {plan.name} ({model.count_params():,} parameters) for {training['epochs']} "
-        f"epochs, {num_train:,} examples ({num_val:,} for validation), global batch "
+        f"Training {plan.name} ({model.count_params():,} parameters) "
+        f"{_how_long(training)}, {num_train:,} examples ({num_val:,} for validation), global batch "
         f"{global_batch if global_tokens is None else f'{global_tokens} tokens'} on "
         f"{strategy.num_replicas_in_sync} replica(s); run directory {run_dir}",
         quiet,
