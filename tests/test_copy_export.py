@@ -101,7 +101,7 @@ def test_zoo_train_evaluate_predict_and_export_a_copying_model(tmp_path, capsys)
              "--set", "decoder_units=8", "--set", "attention_units=8", "--set", "maxout_units=4",
              "--set", "vocabulary_size=60", "--set", "max_length=12"]
     main("train", "seq2seq-bahdanau-small", "--data", "numbers", "--out", run, "--epochs", 1,
-         "--train-size", 64, "--test-size", 4, "--seed", 1, *sizes)
+         "--train-size", 64, "--test-size", 4, "--seed", 1, "--data-seed", 1, *sizes)
     assert '"copy": true' in (run / "config.json").read_text()
     assert "BLEU" in main("evaluate", run)
     first = main("predict", run, "four hundred", "--sample", "--seed", 3)
