@@ -346,17 +346,16 @@ def test_a_short_budget_chooses_token_batches_and_no_dropout_where_the_user_chos
     chosen = short_budget.choose("transformer", {"time_limit": 15, "schedule": "auto"}, {},
                                  fine_tuning=False)
     assert chosen.batch_tokens == short_budget.BATCH_TOKENS == 2048
-    assert chosen.warmup_ratio == 0.1
-    assert chosen.overrides == {"dropout": 0.0, "learning_rate_scale": 2.0}
+    assert chosen.warmup_ratio == 0.3
+    assert chosen.overrides == {"dropout": 0.0}
     assert chosen.reason == "time_limit 15 min <= 60"
     assert chosen.describe() == ("Short budget (time_limit 15 min <= 60): batches of 2048 "
-                                 "tokens, warm-up 10% of the budget, dropout 0, "
-                                 "learning_rate_scale 2")
+                                 "tokens, warm-up 30% of the budget, dropout 0")
     # The user's own batch, dropout, warm-up and peak are kept.
     for batch in ({"batch_size": 64}, {"batch_tokens": 4096}):
         kept = short_budget.choose("transformer", {"max_steps": 900, **batch}, {}, False)
         assert kept.batch_tokens is None
-        assert kept.overrides == {"dropout": 0.0, "learning_rate_scale": 2.0}
+        assert kept.overrides == {"dropout": 0.0}
         assert kept.reason == "max_steps 900 <= 5000"
     kept = short_budget.choose("transformer", {"max_steps": 9, "warmup_ratio": 0.3},
                                {"dropout": 0.2, "learning_rate_scale": 0.5}, False)
@@ -384,11 +383,11 @@ def test_a_short_budget_run_records_its_defaults_and_builds_with_them(tmp_path):
                         train_size=120, test_size=4, epochs=1, max_steps=3, verbose=0, quiet=True)
     config = json.loads((tmp_path / "run/config.json").read_text())
     assert config["short_budget"] == {
-        "batch_tokens": 2048, "warmup_ratio": 0.1, "reason": "max_steps 3 <= 5000",
-        "overrides": {"dropout": 0.0, "learning_rate_scale": 2.0}}
+        "batch_tokens": 2048, "warmup_ratio": 0.3, "reason": "max_steps 3 <= 5000",
+        "overrides": {"dropout": 0.0}}
     assert config["training"]["batch_tokens"] == 2048
-    assert config["training"]["warmup_ratio"] == config["schedule"]["warmup_ratio"] == 0.1
-    assert config["schedule"]["peak_learning_rate"] == pytest.approx(2.0 * (16 * 1000) ** -0.5)
+    assert config["training"]["warmup_ratio"] == config["schedule"]["warmup_ratio"] == 0.3
+    assert config["schedule"]["peak_learning_rate"] == pytest.approx((16 * 1000) ** -0.5)
     assert config["model_config"]["dropout"] == 0.0 and config["overrides"] == SMALL
     assert _dropout_rates(result.model) == {0.0}
     # The user's dropout and batch win; a run without a budget has no short-budget defaults.

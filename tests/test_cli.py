@@ -380,13 +380,13 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
         process.stderr.close()
     assert process.returncode == -signal.SIGKILL
     assert "Epochs: 10 steps (--steps-per-epoch 10)" in first_lines  # said before training
-    assert "Schedule: budget-linear, warm-up 4 of 40 steps (max_steps)" in first_lines
-    assert "Short budget (max_steps 40 <= 5000): warm-up 10% of the budget, dropout 0" in first_lines
+    assert "Schedule: budget-linear, warm-up 12 of 40 steps (max_steps)" in first_lines
+    assert "Short budget (max_steps 40 <= 5000): warm-up 30% of the budget, dropout 0" in first_lines
     backup = json.loads(metadata.read_text())
     backup_epoch = backup["epoch"]
     assert 1 <= backup_epoch < 4
     assert backup["steps"] == 10 * backup_epoch  # what a kill keeps: every finished epoch
-    assert backup["schedule_total_steps"] == 40 and backup["schedule_warmup_steps"] == 4
+    assert backup["schedule_total_steps"] == 40 and backup["schedule_warmup_steps"] == 12
     rows_before = (out / "history.csv").read_text().splitlines()
     assert not (out / "summary.json").exists()
 

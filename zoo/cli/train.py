@@ -66,7 +66,7 @@ def add_train_parser(commands):
                    help="stop training after this many minutes of training in total (a resumed "
                    "run trains what is left). A short budget (at most 60 minutes, or "
                    "--max-steps at most 5000) trains a Transformer on batches of 2048 tokens "
-                   "without dropout, warming up over 10%% of it to twice the paper's peak rate, "
+                   "without dropout, warming up over 30%% of it to the paper's peak rate, "
                    "unless --batch-size, --batch-tokens, --warmup-ratio or --set say "
                    "otherwise")
     p.add_argument("--schedule", choices=SCHEDULES,
@@ -76,7 +76,7 @@ def add_train_parser(commands):
                    "budget-cosine")
     p.add_argument("--warmup-ratio", type=float, metavar="R",
                    help="with a budget: the share of its steps spent warming up (default 0.05; "
-                   "0.1 for a Transformer under a short budget)")
+                   "0.3 for a Transformer under a short budget)")
     p.add_argument("--steps-per-epoch", type=positive_int, metavar="N",
                    help="an epoch (validation, history row, checkpoint, backup) of N steps over "
                    "the repeated data (default: one pass, or ~5 minutes of steps when a pass "

@@ -100,7 +100,7 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             of at most this many tokens per replica instead), `max_steps`, `time_limit`
             (minutes of training in total: a resumed run trains what is left; a
             short budget trains a Transformer on batches of 2,048 tokens without
-            dropout, with a 10% warm-up to twice the paper's peak rate, unless the
+            dropout, with a 30% warm-up to the paper's peak rate, unless the
             user chose otherwise, `zoo.runs.short_budget`),
             `schedule` (default "auto": with `max_steps` or `time_limit`, a warm-up
             and a linear decay to zero when the budget ends, `zoo.runs.budget`;
