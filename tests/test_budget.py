@@ -442,17 +442,17 @@ def test_a_timed_run_trains_with_the_budget_schedule_not_the_step_it_timed(tmp_p
 
 def test_a_budget_without_epochs_trains_until_the_budget_ends(tmp_path, capsys):
     # 19 training pairs in batches of 16: passes of a few steps, so 10 epochs (the default
-    # without a budget) would end the run long before its 45 steps.
+    # without a budget) would end the run before its 35 steps.
     result = runs.train("transformer-tiny", "numbers", tmp_path / "run", overrides=SMALL,
-                        train_size=20, test_size=4, batch_size=16, max_steps=45,
+                        train_size=20, test_size=4, batch_size=16, max_steps=35,
                         average_checkpoints=0, verbose=0)
     config = json.loads((tmp_path / "run/config.json").read_text())
     assert config["training"]["epochs"] is None  # recorded: the budget decides
     pass_steps = config["interval"]["pass_steps"]
-    assert 10 * pass_steps < 45
-    assert result.summary["steps"] == 45 and result.summary["stopped_by"] == "max_steps"
-    assert result.epochs == math.ceil(45 / pass_steps)
-    assert "for 45 steps," in capsys.readouterr().out
+    assert 10 * pass_steps < 35
+    assert result.summary["steps"] == 35 and result.summary["stopped_by"] == "max_steps"
+    assert result.epochs == math.ceil(35 / pass_steps)
+    assert "for 35 steps," in capsys.readouterr().out
     # A time limit alone: fit's epochs are unbounded, the limit ends the run.
     assert interval.keras_epochs(None, 7, None) == interval.UNTIL_BUDGET
     assert interval.keras_epochs(None, 7, 3, max_steps=10) == 4

@@ -171,12 +171,11 @@ def _inner(optimizer):
 def _bound(training, epochs, pass_steps, steps_per_epoch):
     """The most steps `max_steps` and `epochs` allow, or None when neither is known."""
     bounds = [training["max_steps"]] if training.get("max_steps") else []
-    if training["epochs"] is None:  # the budget alone ends the run
-        pass
-    elif steps_per_epoch is not None:
-        bounds.append(epochs * steps_per_epoch)
-    elif pass_steps is not None:
-        bounds.append(training["epochs"] * pass_steps)
+    if training["epochs"] is not None:  # else the budget alone ends the run
+        if steps_per_epoch is not None:
+            bounds.append(epochs * steps_per_epoch)
+        elif pass_steps is not None:
+            bounds.append(training["epochs"] * pass_steps)
     return min(bounds) if bounds else None
 
 
