@@ -16,7 +16,8 @@ and the `--jit` export: `greedy` and `serving_default` signatures), `saved-model
 `saved-model-jit-int8` (the same with `--quantize int8`), `transformers`
 (`MarianMTModel.generate` on PyTorch), `ct2-float32`, `ct2-int8` (CTranslate2, one
 float32 conversion, int8 quantized when loaded: `compute_type="int8"`), and both with
-`-mkl` (CTranslate2's MKL backend, `CT2_USE_MKL=1` in that engine's process only).
+`-mkl` or `-nomkl` (CTranslate2 with its MKL backend forced on or off, `CT2_USE_MKL=1` or `0` in
+that engine's process only; by default it uses MKL on Intel CPUs and not on AMD ones).
 
 Every engine uses `threads` threads for its operations (TensorFlow: intra- and
 inter-op pools; PyTorch: `torch.set_num_threads`; CTranslate2: `intra_threads`, one
@@ -122,11 +123,12 @@ def transformers_engine(settings):
     return translate, settings["pad_id"]
 
 
-def ct2_engine(settings, compute_type, mkl):
-    """`mkl`: CTranslate2 with Intel's MKL backend (`CT2_USE_MKL=1`, read when the library
-    loads); without it, CTranslate2's default for the CPU (no MKL on AMD CPUs)."""
-    if mkl:
-        os.environ["CT2_USE_MKL"] = "1"
+def ct2_engine(settings, compute_type, mkl=None):
+    """`mkl` True or False: CTranslate2 with Intel's MKL backend forced on or off
+    (`CT2_USE_MKL`, read when the library loads); None: CTranslate2's default for the CPU
+    (MKL on Intel CPUs, not on AMD ones)."""
+    if mkl is not None:
+        os.environ["CT2_USE_MKL"] = "1" if mkl else "0"
     import ctranslate2
     import sentencepiece
 
@@ -159,8 +161,10 @@ def load(engine, settings):
         return saved_model_engine(settings, SAVED_MODELS[engine])
     if engine == "transformers":
         return transformers_engine(settings)
-    if engine in ("ct2-float32", "ct2-int8", "ct2-float32-mkl", "ct2-int8-mkl"):
-        return ct2_engine(settings, engine.split("-")[1], engine.endswith("-mkl"))
+    if engine in ("ct2-float32", "ct2-int8"):
+        return ct2_engine(settings, engine.split("-")[1])
+    if engine in ("ct2-float32-mkl", "ct2-int8-mkl", "ct2-float32-nomkl", "ct2-int8-nomkl"):
+        return ct2_engine(settings, engine.split("-")[1], mkl=engine.endswith("-mkl"))
     raise SystemExit(f"unknown engine {engine!r}")
 
 
