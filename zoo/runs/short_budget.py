@@ -8,8 +8,10 @@ from scratch takes, where the user chose nothing else:
 
 * batches of `BATCH_TOKENS` tokens per replica (fairseq's `--max-tokens`)
   instead of 64 sentences: fewer, larger, less noisy steps;
-* no dropout: in so few steps the model sees each sentence a handful of
-  times and does not overfit; dropout only slows learning;
+* no dropout: in so few steps a large set is seen a handful of times, and
+  dropout only slows learning (a small set seen a dozen times or more, as
+  `gettext-long:es` in 700 steps, trains without it too, but dropout there
+  was not measured);
 * with the budget schedule (`zoo.runs.budget`), a warm-up over 30% of the
   budget instead of 5%, to the peak of the family's own schedule: a rate
   that is high from the first hundred steps lets the decoder of a model that
