@@ -14,7 +14,11 @@ Variants (`zoo.decode.greedy_decode`, in process):
 - `XLA, without tied-logits fix`: the logits as `y Eᵀ` (`zoo.decode.steps.tied_logits`
   switched off): XLA:CPU copies the transposed (V, D) table at every step;
 - `XLA, without cache fix`: the key/value buffers written with a `where` over all
-  positions (`keras_attention.kv_cache.write_positions`' XLA path switched off).
+  positions (`keras_attention.kv_cache.write_positions`' XLA path switched off);
+- `XLA, without bias fix`: biases added as `x + b` (`keras_attention.xla.add_bias`
+  switched off): XLA:CPU fuses each add into its one-row product and runs it on one thread;
+- `XLA, without kernel fix`: attention kernels reshaped with no barrier
+  (`keras_attention.xla.unfused` switched off): XLA:CPU fuses the reshape into the product.
 
 Each variant is traced and compiled first (the first call, reported), then each round
 calls every variant once, in an order reversed every other round; the table shows the
@@ -41,7 +45,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_attention import kv_cache  # noqa: E402
+from keras_attention import kv_cache, xla  # noqa: E402
 from zoo import decode, transformer  # noqa: E402
 from zoo.decode import steps  # noqa: E402
 from zoo.transformer.marian import transformer_fields  # noqa: E402
@@ -80,17 +84,21 @@ class Switched:
         )
 
     def call(self):
-        saved = steps.in_xla_context, kv_cache.in_xla_context
+        saved = steps.in_xla_context, kv_cache.in_xla_context, xla.add_bias, xla.unfused
         if "tied-logits" in self.off:
             steps.in_xla_context = lambda: False
         if "cache" in self.off:
             kv_cache.in_xla_context = lambda: False
+        if "bias" in self.off:
+            xla.add_bias = lambda x, bias: x + bias
+        if "kernel" in self.off:
+            xla.unfused = lambda weight: weight
         try:
             start = time.perf_counter()
             tokens = self.function().numpy()
             return time.perf_counter() - start, tokens
         finally:
-            steps.in_xla_context, kv_cache.in_xla_context = saved
+            steps.in_xla_context, kv_cache.in_xla_context, xla.add_bias, xla.unfused = saved
 
 
 def run(args):
@@ -111,6 +119,8 @@ def run(args):
             Switched("XLA, without tied-logits fix", model, source, args.steps, vocab, True,
                      ("tied-logits",)),
             Switched("XLA, without cache fix", model, source, args.steps, vocab, True, ("cache",)),
+            Switched("XLA, without bias fix", model, source, args.steps, vocab, True, ("bias",)),
+            Switched("XLA, without kernel fix", model, source, args.steps, vocab, True, ("kernel",)),
         ]
         first, outputs = {}, {}
         for variant in variants:

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from bench_decode import FULL, QUICK, build  # noqa: E402
 
-from keras_attention import kv_cache  # noqa: E402
+from keras_attention import kv_cache, xla  # noqa: E402
 from zoo import export as zoo_export  # noqa: E402
 from zoo.decode import steps  # noqa: E402
 
@@ -90,12 +90,13 @@ SERVE = textwrap.dedent(
 @contextlib.contextmanager
 def fixes_switched_off():
     """Trace with the XLA decoding fixes off: the `--jit` export as it was before them."""
-    saved = steps.in_xla_context, kv_cache.in_xla_context
+    saved = steps.in_xla_context, kv_cache.in_xla_context, xla.add_bias, xla.unfused
     steps.in_xla_context = kv_cache.in_xla_context = lambda: False
+    xla.add_bias, xla.unfused = (lambda x, bias: x + bias), (lambda weight: weight)
     try:
         yield
     finally:
-        steps.in_xla_context, kv_cache.in_xla_context = saved
+        steps.in_xla_context, kv_cache.in_xla_context, xla.add_bias, xla.unfused = saved
 
 
 def sentences_of_varying_length(tokenizer, rng, count):

@@ -10,21 +10,10 @@ import keras
 from keras import ops
 
 from keras_attention import ops as attention_ops
+from keras_attention.xla import in_xla_context
 
 if keras.backend.backend() == "tensorflow":
-    import tensorflow as tf  # `batched_matmul` and `in_xla_context` only
-    from tensorflow.python.ops import control_flow_util  # the XLA context (no public API)
-
-
-def in_xla_context():
-    """Whether the TensorFlow graph being traced will be compiled by XLA (inside a
-    `tf.function(jit_compile=True)`, its loops and conditionals included); False on other
-    backends and in eager mode."""
-    return (
-        keras.backend.backend() == "tensorflow"
-        and tf.inside_function()
-        and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
-    )
+    import tensorflow as tf  # `batched_matmul` only
 
 
 def write_positions(cache, new, index, axis):

@@ -1,18 +1,21 @@
-"""The XLA paths of a decoding step: tied logits as `(E yᵀ)ᵀ` (zoo/decode/steps.py) and
-key/value buffers written by dynamic-update-slice (keras_attention/kv_cache.py).
+"""The XLA paths of a decoding step: tied logits as `(E yᵀ)ᵀ` (zoo/decode/steps.py),
+key/value buffers written by dynamic-update-slice (keras_attention/kv_cache.py) and biases
+added as `x - (-b)` and reshaped kernels behind a barrier (keras_attention/xla.py).
 
 Each is checked for its values (against the plain path and NumPy) and for what XLA
 makes of it, in the optimized HLO of a small decoding-like loop
 (`experimental_get_compiler_ir`): no transposed copy of the token table, no `select`
-over the whole buffer."""
+over the whole buffer, no bias or kernel reshape fused into a one-row product."""
 
 import re
 
 import numpy as np
 import tensorflow as tf
 
-from keras_attention import kv_cache
+import zoo
+from keras_attention import kv_cache, xla
 from keras_attention.layers import TokenAndPositionEmbedding
+from zoo import decode
 from zoo.decode import steps
 
 VOCABULARY, DIM, STEPS = 301, 24, 3
@@ -84,3 +87,75 @@ def test_cache_writes_under_xla_match_numpy_and_update_in_place(rng):
 
     hlo = _optimized_hlo(writes, tf.constant(cache))
     assert "dynamic-update-slice" in hlo and " select(" not in hlo
+
+
+# XLA:CPU's output fusion: an add fused into the matrix-vector product that feeds it, a
+# kernel that runs on one thread (keras_attention/xla.py).
+OUTPUT_FUSION = "kind=kOutput"
+DOT_IN_FUSION = re.compile(r"ROOT %dot[\w.]* = ")  # a fused computation that ends in a dot
+
+
+def test_add_bias_under_xla_equals_the_plain_add_and_keeps_the_product_unfused(rng):
+    kernel = tf.constant(rng.normal(size=(DIM, VOCABULARY)).astype("float32"))
+    bias = tf.constant(rng.normal(size=(VOCABULARY,)).astype("float32"))
+    x = tf.constant(rng.normal(size=(1, DIM)).astype("float32"))
+    expected = (x @ kernel + bias).numpy()
+    # Under XLA the product is computed by another kernel than the fused one, so the sums
+    # may differ in their last bits; x - (-b) itself is exactly x + b.
+    got = tf.function(lambda v: xla.add_bias(v @ kernel, bias), jit_compile=True)(x)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)
+    outputs = tf.constant(rng.normal(size=(1, VOCABULARY)).astype("float32"))
+    np.testing.assert_array_equal(
+        tf.function(xla.add_bias, jit_compile=True)(outputs, bias).numpy(), (outputs + bias).numpy())
+    np.testing.assert_array_equal(xla.add_bias(x @ kernel, bias).numpy(), expected)
+
+    def logits_of(add):
+        def step(_, v):  # one row, as a decoding step of one sentence
+            return v + tf.reduce_mean(add(v @ kernel, bias)) * 1e-3
+        return _loop(step)
+
+    assert OUTPUT_FUSION not in _optimized_hlo(logits_of(xla.add_bias), x)
+    assert OUTPUT_FUSION in _optimized_hlo(logits_of(lambda a, b: a + b), x)  # what it avoids
+
+
+def test_a_batch_one_transformer_decode_under_xla_fuses_no_bias_and_no_kernel_into_a_product(rng):
+    # Biases in every projection, the feed-forward layers and Marian's final logits bias.
+    model = zoo.get("transformer-tiny", compile=False, num_encoder_layers=1, num_decoder_layers=2,
+                    d_model=32, num_heads=4, intermediate_dim=64, vocabulary_size=VOCABULARY,
+                    max_length=16, final_logits_bias=True)
+    bias = next(w for w in model.weights if "final_logits_bias" in w.path)
+    bias.assign(rng.normal(size=bias.shape).astype("float32"))
+    source = tf.constant([[5, 6, 7, decode.END_ID]], dtype="int32")
+
+    def greedy(s):
+        return decode.greedy_decode(model, s, max_length=6)
+
+    hlo = _optimized_hlo(greedy, source)
+    assert OUTPUT_FUSION not in hlo
+    # Every product is a dot of its own, none inside a fusion (a reshaped attention kernel
+    # fused into its product is emitted as a plain loop: `xla.unfused`).
+    assert " dot(" in hlo and not DOT_IN_FUSION.search(hlo)
+    xla_tokens = tf.function(greedy, jit_compile=True, autograph=False)(source)
+    np.testing.assert_array_equal(xla_tokens.numpy(), greedy(source).numpy())
+
+
+def test_unfused_kernels_reach_their_one_row_products_as_buffers_with_their_gradients(rng):
+    kernel = tf.Variable(rng.normal(size=(4, 8, DIM)).astype("float32"))  # (N, H, D)
+    x = tf.constant(rng.normal(size=(1, 32)).astype("float32"))
+
+    def product(keep):
+        def step(_, v):
+            return v + tf.reduce_mean(v @ keep(tf.reshape(kernel, (32, DIM)))) * 1e-3
+        return _loop(step)
+
+    assert not DOT_IN_FUSION.search(_optimized_hlo(product(xla.unfused), x))
+    assert DOT_IN_FUSION.search(_optimized_hlo(product(lambda k: k), x))  # what it avoids
+
+    def gradient(keep):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.tanh(x @ keep(tf.reshape(kernel, (32, DIM)))))
+        return tape.gradient(loss, kernel)
+
+    np.testing.assert_allclose(
+        tf.function(lambda: gradient(xla.unfused), jit_compile=True)().numpy(),
+        gradient(lambda k: k).numpy(), rtol=1e-5, atol=1e-6)

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_attention import xla
 from keras_attention.checks import check_positive_int, check_rate
 
 
@@ -73,9 +74,9 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        hidden = self.inner_dense(inputs)  # (B, L, d_ff)
+        hidden = xla.dense(self.inner_dense, inputs)  # (B, L, d_ff)
         hidden = self.inner_dropout(hidden, training=training)
-        return self.output_dense(hidden)
+        return xla.dense(self.output_dense, hidden)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.output_dim or input_shape[-1],)

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import chunked, kv_cache, masks, quantization
+from keras_attention import chunked, kv_cache, masks, quantization, xla
 from keras_attention import ops as attention_ops
 from keras_attention.checks import (
     check_attention_inputs,
@@ -184,7 +184,7 @@ class MultiHeadAttention(keras.layers.Layer):
         kernels = [getattr(self, f"{name}_kernel") for name in names]  # (D, N, H) or (N, H, Do)
         flat = [ops.reshape(k, (math.prod(k.shape[: CONTRACTING_AXES[f"{name}_kernel"]]), -1))
                 for name, k in zip(names, kernels)]
-        kernel = flat[0] if len(flat) == 1 else ops.concatenate(flat, axis=1)
+        kernel = xla.unfused(flat[0] if len(flat) == 1 else ops.concatenate(flat, axis=1))
         if self.quantization_mode == "int8":
             scales = [ops.reshape(getattr(self, f"{name}_kernel_scale"), (-1,)) for name in names]
             scale = scales[0] if len(scales) == 1 else ops.concatenate(scales, axis=0)
@@ -193,7 +193,8 @@ class MultiHeadAttention(keras.layers.Layer):
             projected = ops.matmul(inputs, kernel)
         if self.use_bias:
             biases = [ops.reshape(getattr(self, f"{name}_bias"), (-1,)) for name in names]
-            projected = projected + (biases[0] if len(biases) == 1 else ops.concatenate(biases, 0))
+            projected = xla.add_bias(
+                projected, biases[0] if len(biases) == 1 else ops.concatenate(biases, 0))
         return projected
 
     # === Forward pass ===

@@ -17,7 +17,7 @@ is any nest of tensors with `B·K` rows.
 import tensorflow as tf
 from keras import ops
 
-from keras_attention.kv_cache import in_xla_context
+from keras_attention.xla import in_xla_context
 from zoo import convs2s, families, seq2seq
 from zoo.families import numbered_layers
 from zoo.text.special import PAD_ID

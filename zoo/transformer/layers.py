@@ -3,6 +3,8 @@ for any pad id, and Marian's fixed output bias."""
 
 import keras
 
+from keras_attention import xla
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class PaddingMask(keras.layers.Layer):
@@ -37,7 +39,7 @@ class FinalLogitsBias(keras.layers.Layer):
         self.built = True
 
     def call(self, logits):
-        return logits + keras.ops.cast(self.bias, logits.dtype)
+        return xla.add_bias(logits, keras.ops.cast(self.bias, logits.dtype))
 
     def compute_output_shape(self, input_shape):
         return input_shape
