@@ -125,6 +125,18 @@ def test_zoo_holds_packages_and_a_few_flat_modules():
     assert flat == FLAT, f"new flat modules: {sorted(flat - FLAT)}; gone: {sorted(FLAT - flat)}"
 
 
+MAX_MODULE_LINES = 400
+
+
+def test_every_module_is_at_most_400_lines():
+    """A module a reader can hold: none of `zoo/` or `keras_attention/` grows past 400 lines."""
+    modules = sorted(ZOO.rglob("*.py")) + sorted((ROOT / "keras_attention").rglob("*.py"))
+    assert len(modules) > 100
+    lines = {str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+             for path in modules}
+    assert {path: count for path, count in lines.items() if count > MAX_MODULE_LINES} == {}
+
+
 def test_import_zoo_leaves_the_heavy_optional_packages_unloaded():
     """`import zoo` (and `zoo list`) loads keras-tuner, tensorflow-text, sentencepiece,
     safetensors, TF Serving's protos and sacrebleu only when a command needs them.

@@ -5,14 +5,8 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import chunked, kv_cache, masks, quantization, xla
+from keras_attention import checks, chunked, kv_cache, masks, quantization, xla
 from keras_attention import ops as attention_ops
-from keras_attention.checks import (
-    check_attention_inputs,
-    check_attention_shapes,
-    check_positive_int,
-    check_rate,
-)
 from keras_attention.keras_weights import KERAS_WEIGHT_MAP, copy_keras_weights
 
 SCORINGS = ("scaled_dot", "dot", "additive")
@@ -20,8 +14,10 @@ PROJECTIONS = ("query", "key", "value")
 # Each kernel and the number of its leading axes summed over in its product (int8 scales
 # are per unit of the other axes): (D, N, H) for the projections, (N, H, Do) for the output.
 CONTRACTING_AXES = {"query_kernel": 1, "key_kernel": 1, "value_kernel": 1, "output_kernel": 2}
-# `KERAS_WEIGHT_MAP` and `copy_keras_weights` (`keras_attention.keras_weights`) are
-# importable from here too, where the layer they fill is.
+# The constructor's arguments that `get_config` returns as they are (the initializers serialized).
+CONFIG_ATTRIBUTES = ("num_heads", "key_dim", "value_dim", "output_dim", "dropout", "use_bias",
+                     "scoring", "seed", "chunk_size")
+# `keras_attention.keras_weights`'s two names are importable from here too, with the layer.
 __all__ = ["KERAS_WEIGHT_MAP", "SCORINGS", "MultiHeadAttention", "copy_keras_weights"]
 
 
@@ -93,11 +89,11 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads)
-        check_positive_int("key_dim", key_dim)
-        check_positive_int("value_dim", value_dim, allow_none=True)
-        check_positive_int("output_dim", output_dim, allow_none=True)
-        check_rate("dropout", dropout)
+        checks.check_positive_int("num_heads", num_heads)
+        checks.check_positive_int("key_dim", key_dim)
+        checks.check_positive_int("value_dim", value_dim, allow_none=True)
+        checks.check_positive_int("output_dim", output_dim, allow_none=True)
+        checks.check_rate("dropout", dropout)
         if scoring not in SCORINGS:
             raise ValueError(f"`scoring` must be one of {SCORINGS}; received scoring={scoring!r}.")
         self.num_heads = num_heads
@@ -110,7 +106,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
-        check_positive_int("chunk_size", chunk_size, allow_none=True)
+        checks.check_positive_int("chunk_size", chunk_size, allow_none=True)
         if chunk_size is not None and (scoring == "additive" or dropout > 0.0):
             raise ValueError(
                 "`chunk_size` needs dot-product scoring without attention dropout; received "
@@ -127,7 +123,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        check_attention_shapes(query_shape, value_shape, key_shape)
+        checks.check_attention_shapes(query_shape, value_shape, key_shape)
         self._feature_sizes = {"query": query_shape[-1], "key": key_shape[-1],
                                "value": value_shape[-1]}
         self._create_weights(int8=self.quantization_mode == "int8")
@@ -260,7 +256,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self_attention = value is query and (key is None or key is query)
         if key is None:
             key = value
-        check_attention_inputs(query, value, key, self._feature_sizes)
+        checks.check_attention_inputs(query, value, key, self._feature_sizes)
         if self.chunk_size is None:
             mask = masks.call_mask(
                 query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
@@ -284,17 +280,14 @@ class MultiHeadAttention(keras.layers.Layer):
         return output
 
     def _refuse_scores(self):
-        raise ValueError(
-            "`return_attention_scores=True` needs the full weights, which `chunk_size` "
-            f"avoids computing; received chunk_size={self.chunk_size}."
-        )
+        raise ValueError("`return_attention_scores=True` needs the full weights, which "
+                         f"`chunk_size` avoids computing; received chunk_size={self.chunk_size}.")
 
     def _combine_heads(self, heads, query):
         """`W_o [head_1; …; head_N]`: heads `(B, N, T, Hv)` -> `(B, T, Do)`."""
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
-        heads = ops.reshape(
-            ops.transpose(heads, (0, 2, 1, 3)), (-1, self.num_heads * self.value_dim)
-        )  # (B*T, N*Hv)
+        heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, T, N, Hv)
+        heads = ops.reshape(heads, (-1, self.num_heads * self.value_dim))  # (B*T, N*Hv)
         output = self._projection(heads, ("output",))  # (B*T, Do)
         return ops.reshape(output, (batch, length, self.output_kernel.shape[-1]))  # (B, T, Do)
 
@@ -341,10 +334,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
         Self-attention (`cache_index` given): `query` `(B, T, D)` holds the inputs at
         positions `cache_index … cache_index + T - 1`. Their keys and values are written
-        into the buffers at those positions (with core ops only, see `kv_cache.write_positions`), and each query attends to the buffer
-        positions up to its own (the causal mask), so decoding one token per call costs
-        O(L) for buffers of L positions instead of re-running the whole prefix. The
-        buffers come from `empty_cache` (fixed size, so shapes stay static under XLA).
+        into the buffers there (`kv_cache.write_positions`), and each query attends to the
+        positions up to its own, so one token per call costs O(L) for buffers of L
+        positions. The buffers come from `empty_cache` (fixed size: static shapes for XLA).
 
         Cross-attention (`cache_index=None`): the buffers are the projected encoder
         keys and values from `compute_key_value`, left unchanged; `value_mask` `(B, S)`
@@ -362,11 +354,7 @@ class MultiHeadAttention(keras.layers.Layer):
             `(output (B, T, Do), key_cache, value_cache)`, the buffers updated (and
             with `return_attention_scores`, the weights last).
         """
-        if len(query.shape) != 3:
-            raise ValueError(
-                "`query` must have rank 3 (batch, length, features); "
-                f"received query.shape={tuple(query.shape)}."
-            )
+        checks.check_rank_3("query", query.shape)
         index = None
         if cache_index is None:
             (q,) = self._project(query, ("query",))
@@ -394,9 +382,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_output_spec(self, query, value, key=None, *args, return_attention_scores=False,
                             **kwargs):
-        output = keras.KerasTensor(
-            self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype
-        )
+        shape = self.compute_output_shape(query.shape, value.shape)
+        output = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return output
         if self.chunk_size is not None:
@@ -406,19 +393,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "output_dim": self.output_dim,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-                "scoring": self.scoring,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "seed": self.seed,
-                "chunk_size": self.chunk_size,
-            }
-        )
+        config.update({name: getattr(self, name) for name in CONFIG_ATTRIBUTES})
+        for name in ("kernel_initializer", "bias_initializer"):
+            config[name] = keras.initializers.serialize(getattr(self, name))
         return config
