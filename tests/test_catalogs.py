@@ -2,6 +2,7 @@
 
 import struct
 
+import machine_data
 import pytest
 
 from zoo import datasets
@@ -122,12 +123,11 @@ def test_load_gettext_spec(tmp_path):
     assert datasets.dataset_kind("gettext:de") == "translation"
 
 
-@pytest.mark.skipif(not catalogs.languages() or "es" not in catalogs.languages(),
-                    reason="needs the Spanish catalogs of installed software in /usr/share/locale/es "
-                           "(packages bring them with their translations, unless a minimal image "
-                           "drops them: a path-exclude of /usr/share/locale in /etc/dpkg/dpkg.cfg.d/; "
-                           "remove it, then apt-get install --reinstall coreutils); the reader was "
-                           "tested on generated .mo files above")
+SPANISH_MISSING = machine_data.catalogs_missing(
+    "es", "the reader was tested on generated .mo files above")
+
+
+@pytest.mark.skipif(bool(SPANISH_MISSING), reason=str(SPANISH_MISSING))
 def test_the_machines_spanish_catalogs_give_thousands_of_pairs():
     train, test, meta = catalogs.gettext_pairs("es")
     assert len(train) > 5000 and len(test) > 100

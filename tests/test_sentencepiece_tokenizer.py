@@ -7,6 +7,7 @@ import sys
 import textwrap
 import unicodedata
 
+import machine_data
 import numpy as np
 import pytest
 import sentencepiece as spm
@@ -165,12 +166,10 @@ def test_a_saved_model_serves_it_in_a_process_without_our_code(tokenizer, tmp_pa
 def test_round_trip_on_the_machines_real_translations():
     from zoo.datasets import catalogs
 
-    if "es" not in catalogs.languages():
-        pytest.skip("no Spanish gettext catalogs in /usr/share/locale/es/LC_MESSAGES on this machine "
-                    "(packages bring them with their translations, unless a minimal image drops "
-                    "them: a path-exclude of /usr/share/locale in /etc/dpkg/dpkg.cfg.d/; remove it, "
-                    "then apt-get install --reinstall coreutils); the round trip on the generated "
-                    "sentences above still ran")
+    missing = machine_data.catalogs_missing(
+        "es", "the round trip on the generated sentences above still ran")
+    if missing:
+        pytest.skip(missing)
     train, test, _ = catalogs.gettext_pairs("es")
     tokenizer = SentencePieceTokenizer.from_corpus([s for p in train[:3000] for s in p], 2000)
     strings = [s for pair in test[:400] for s in pair]
