@@ -3,6 +3,7 @@ test, and one small trained and exported translation run per session (`numbers_r
 
 import contextlib
 import dataclasses
+import gc
 import hashlib
 import os
 import pathlib
@@ -52,6 +53,24 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+# Python's garbage collector, made to look at each test's own objects only. By default a full
+# collection walks every object the worker process holds (the TensorFlow and Keras modules and
+# every fixture still alive: gigabytes late in a session), and the worker paid that walk again
+# and again: 157 s of collector time in a 590-s `make test` on a 2-core VM. Instead, each test's
+# garbage is collected when it ends and the survivors are frozen (`gc.freeze`: moved where no
+# later collection walks them), and collections within a test come less often (the first
+# threshold 700 -> 20,000 allocations). Same memory as before (each test's garbage is still
+# freed); the suite about 10% faster.
+gc.set_threshold(20_000, 20, 20)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the test's fixtures are torn down: free its garbage, freeze what is left."""
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture
 def seed():
     """Seed Python, NumPy, TensorFlow and Keras's global SeedGenerator; return the seed."""
@@ -75,8 +94,8 @@ def _clean_keras_state():
 
     Resetting the dtype policy keeps a mixed-precision test from leaking into the
     next one. `clear_session(free_memory=False)` resets Keras's global state (layer
-    name counters, graph state) without the full `gc.collect()`, which would cost
-    about half a second per test.
+    name counters, graph state) without its own `gc.collect()`: the collection that
+    follows each test (`pytest_runtest_teardown` above) walks only that test's objects.
     """
     import keras
 
