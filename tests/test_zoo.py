@@ -144,7 +144,10 @@ TINY = {
 TRAINABLE = {
     "transformer": dict(dropout=0.0, label_smoothing=0.0, warmup_steps=20),
     "seq2seq": dict(dropout=0.0, label_smoothing=0.0, learning_rate=1e-2),
-    "convs2s": dict(dropout=0.0, optimizer="adam", learning_rate=1e-2, clipnorm=1.0),
+    # ConvS2S at Adam 1e-2 overfits chaotically: the order in which a busy CPU's threads add up
+    # sums changed the loss ratio after 100 steps from 7e-6 to 1e-2 over 8 identical runs (once
+    # past 0.1 in `make test`); at 3e-3 the same 8 runs gave 5e-4 to 2e-3.
+    "convs2s": dict(dropout=0.0, optimizer="adam", learning_rate=3e-3, clipnorm=1.0),
     "vit": dict(dropout=0.0, warmup_steps=10, learning_rate=3e-3, decay_steps=1000,
                 label_smoothing=0.0, random_flip=False, random_translation=0.0,
                 random_erasing=0.0),
