@@ -35,15 +35,22 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 SEED = 1234
 
-# The files that cost the most CPU time, most first (`make test` on a 2-core machine). `make
+# The files that take 5 s or more, longest first (a profiled `make test` on a 2-core VM). `make
 # test` gives each pytest-xdist worker a whole file at a time (`--dist loadfile`) in collection
 # order (`--no-loadscope-reorder`): starting with the longest files and ending with short ones
 # keeps both workers busy to the end, instead of one finishing a long file alone.
 HEAVIEST_FILES = (
-    "test_zoo.py", "test_distribute.py", "test_cli.py", "test_failure_matrix.py",
-    "test_tuning.py", "test_marian.py", "test_decode.py", "test_export.py", "test_chunked.py",
-    "test_tutorials.py", "test_run_fixtures.py", "test_copy_export.py", "test_export_buckets.py",
-    "test_sampling.py", "test_runs.py", "test_layers.py", "test_budget.py", "test_monotonic.py",
+    "test_zoo.py", "test_distribute.py", "test_cli.py", "test_budget.py", "test_marian.py",
+    "test_decode.py", "test_export.py", "test_export_int8.py", "test_failure_matrix.py",
+    "test_copy_export.py", "test_run_fixtures.py", "test_tutorials.py",
+    "test_export_buckets.py", "test_runs.py", "test_sampling.py",
+    "test_bench_translation_smoke.py", "test_layers.py", "test_vit_checkpoints.py",
+    "test_monotonic.py", "test_convs2s.py", "test_copy_models.py", "test_tuning.py",
+    "test_chunked.py", "test_export_attacks.py", "test_pipeline.py",
+    "test_linear_transformer.py", "test_compare.py", "test_bench_serving_smoke.py",
+    "test_text_wordpiece.py", "test_rnnsearch_location.py", "test_multi_head.py",
+    "test_runs_options.py", "test_sentencepiece_tokenizer.py", "test_bench_complexity_smoke.py",
+    "test_text_vocabulary.py",
 )
 
 
