@@ -20,6 +20,7 @@ The order, bottom to top (a module may import its own level and those below):
 import ast
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -154,3 +155,16 @@ def test_import_zoo_leaves_the_heavy_optional_packages_unloaded():
 
     assert text.WordPieceTokenizer.__module__ == "zoo.text.wordpiece"
     assert text.UNK_ID == 1 and text.marian.__name__ == "zoo.text.marian"
+
+
+def test_every_file_using_the_session_runs_is_in_their_work_unit():
+    """conftest.SHARED_RUN_FILES names exactly the test files that use the session's trained
+    runs: a file missing from it would train and export them again on the other worker."""
+    import conftest
+
+    pattern = re.compile(r"\b(numbers_run|numbers_export|fashion_run)\b")
+    users = {path.name for path in (ROOT / "tests").glob("test_*.py")
+             if pattern.search(path.read_text(encoding="utf-8"))}
+    users.discard("test_layout.py")
+    assert users == set(conftest.SHARED_RUN_FILES)
+    assert set(conftest.HEAVIEST_FILES[:len(users)]) == users  # the largest work unit first
