@@ -624,8 +624,8 @@ def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
         np.testing.assert_allclose(to_numpy(one), to_numpy(longer), atol=1e-5)
 
 
-@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_single_query_under_mixed_precision(rng, policy):
+@pytest.mark.parametrize("policy, tolerance", [("mixed_float16", 5e-2), ("mixed_bfloat16", 1e-1)])
+def test_single_query_under_mixed_precision(rng, policy, tolerance):
     # One query in half precision, as one row of the float32 layer.
     query, value = randn(rng, 2, 1, 8), randn(rng, 2, 5, 8)
     reference = built_layer(rng, query, value)
@@ -638,8 +638,8 @@ def test_single_query_under_mixed_precision(rng, policy):
     finally:
         keras.mixed_precision.set_global_policy("float32")
     np.testing.assert_allclose(
-        to_numpy(output).astype("float32"), to_numpy(reference(query, value)), atol=5e-2
-    )
+        to_numpy(output).astype("float32"), to_numpy(reference(query, value)), atol=tolerance
+    )  # bfloat16 keeps 8 bits of mantissa (outputs near 2 are 0.016 apart), float16 11
 
 
 @pytest.mark.parametrize("policy, tolerance", [("mixed_float16", 2e-2), ("mixed_bfloat16", 1e-1)])
