@@ -43,15 +43,24 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 SEED = 1234
 
+# The files whose tests use the session's trained runs (`numbers_run`, `numbers_export`,
+# `fashion_run`, below): one xdist work unit, so that one worker trains and exports them once,
+# where `--dist loadfile` alone gave the files to both workers and each built them (these six
+# files with `-n 2`: 216 s of CPU before, 205 s after; `make test` 501 -> 470 s on the 2-core
+# Xeon VM). tests/test_layout.py checks that the list names every file that uses them.
+SHARED_RUN_FILES = (
+    "test_cli.py", "test_export_int8.py", "test_failure_matrix.py", "test_export_buckets.py",
+    "test_runs.py", "test_sampling.py",
+)
+
+
 # The files that take 5 s or more, longest first (a profiled `make test` on a 2-core VM). `make
 # test` gives each pytest-xdist worker a whole file at a time (`--dist loadfile`) in collection
 # order (`--no-loadscope-reorder`): starting with the longest files and ending with short ones
 # keeps both workers busy to the end, instead of one finishing a long file alone.
-# The files of SHARED_RUN_FILES come first: one worker runs them all (see below).
+# The files of SHARED_RUN_FILES come first, as one work unit (`pytest_xdist_make_scheduler`).
 HEAVIEST_FILES = (
-    "test_cli.py", "test_export_int8.py", "test_failure_matrix.py", "test_export_buckets.py",
-    "test_runs.py", "test_sampling.py",
-    "test_zoo.py", "test_distribute.py", "test_budget.py", "test_marian.py",
+    *SHARED_RUN_FILES, "test_zoo.py", "test_distribute.py", "test_budget.py", "test_marian.py",
     "test_decode.py", "test_export.py", "test_copy_export.py", "test_run_fixtures.py",
     "test_tutorials.py",
     "test_bench_translation_smoke.py", "test_layers.py", "test_vit_checkpoints.py",
@@ -68,17 +77,6 @@ def pytest_collection_modifyitems(items):
     """The tests of HEAVIEST_FILES first, in its order; the others after, as collected."""
     rank = {name: index for index, name in enumerate(HEAVIEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
-# The files whose tests use the session's trained runs (`numbers_run`, `numbers_export`,
-# `fashion_run`, below): one xdist work unit, so that one worker trains and exports them once,
-# where `--dist loadfile` alone gave the files to both workers and each built them (these six
-# files with `-n 2`: 216 s of CPU before, 205 s after; `make test` 501 -> 470 s on the 2-core
-# Xeon VM). tests/test_layout.py checks that the list names every file that uses them.
-SHARED_RUN_FILES = (
-    "test_cli.py", "test_export_buckets.py", "test_export_int8.py", "test_failure_matrix.py",
-    "test_runs.py", "test_sampling.py",
-)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -3,7 +3,6 @@
 import json
 import math
 
-import machine_data
 import pytest
 import sacrebleu
 
@@ -15,8 +14,10 @@ TINY = ["num_encoder_layers=1", "num_decoder_layers=1", "d_model=16", "num_heads
 
 @pytest.mark.skipif("es" not in catalogs.languages(), reason=(
     "needs the Spanish gettext catalogs of installed software (/usr/share/locale/es/LC_MESSAGES/"
-    "*.mo), and this machine has none: " + machine_data.CATALOGS_REMEDY + "; the catalog "
-    "reader's own tests ran on generated .mo files"))
+    "*.mo), and this machine has none: packages bring them with their translations, unless a "
+    "minimal image drops them (a path-exclude of /usr/share/locale in /etc/dpkg/dpkg.cfg.d/; "
+    "remove it, then apt-get install --reinstall coreutils); the catalog reader's own tests ran "
+    "on generated .mo files"))
 def test_bench_translation_scores_the_exported_model(tmp_path, monkeypatch, run_benchmark):
     # --eval-every past the budget: one snapshot, at the end (each one is exported and scored).
     command = ["--budget", "0.05", "--eval-every", "1",

@@ -2,7 +2,6 @@
 
 import gzip
 
-import machine_data
 import numpy as np
 import pytest
 
@@ -94,8 +93,8 @@ def test_fashion_mnist_without_files_and_without_download(tmp_path, monkeypatch)
 @pytest.mark.skipif(
     not (datasets.FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").is_file(),
     reason=("reads Debian's Fashion-MNIST in /usr/share/datasets/fashion-mnist, which is not "
-            "installed: " + machine_data.FASHION_MNIST_REMEDY + "; the IDX reader was tested on "
-            "generated files above"))
+            "installed: `make data` installs it when run as root with apt (or apt-get install "
+            "dataset-fashion-mnist); the IDX reader was tested on generated files above"))
 def test_fashion_mnist_debian_package():
     data = datasets.fashion_mnist()
     assert data.x_train.shape == (60000, 28, 28, 1) and data.x_test.shape == (10000, 28, 28, 1)
