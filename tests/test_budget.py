@@ -345,11 +345,11 @@ def test_snapshots_spread_over_the_last_fifth_and_the_end_replaces_a_close_one(t
 def test_a_short_budget_chooses_token_batches_and_no_dropout_where_the_user_chose_nothing():
     chosen = short_budget.choose("transformer", {"time_limit": 15, "schedule": "auto"}, {},
                                  fine_tuning=False)
-    assert chosen.batch_tokens == short_budget.BATCH_TOKENS == 2048
+    assert chosen.batch_tokens == short_budget.BATCH_TOKENS == 1024
     assert chosen.warmup_ratio == 0.3
     assert chosen.overrides == {"dropout": 0.0}
     assert chosen.reason == "time_limit 15 min <= 60"
-    assert chosen.describe() == ("Short budget (time_limit 15 min <= 60): batches of 2048 "
+    assert chosen.describe() == ("Short budget (time_limit 15 min <= 60): batches of 1024 "
                                  "tokens, warm-up 30% of the budget, dropout 0")
     # The user's own batch, dropout, warm-up and peak are kept.
     for batch in ({"batch_size": 64}, {"batch_tokens": 4096}):
@@ -359,7 +359,7 @@ def test_a_short_budget_chooses_token_batches_and_no_dropout_where_the_user_chos
         assert kept.reason == "max_steps 900 <= 5000"
     kept = short_budget.choose("transformer", {"max_steps": 9, "warmup_ratio": 0.3},
                                {"dropout": 0.2, "learning_rate_scale": 0.5}, False)
-    assert (kept.batch_tokens, kept.warmup_ratio, kept.overrides) == (2048, None, {})
+    assert (kept.batch_tokens, kept.warmup_ratio, kept.overrides) == (1024, None, {})
     # The family's own schedule keeps its warm-up and peak.
     paper = short_budget.choose("transformer", {"max_steps": 9, "schedule": "paper"}, {}, False)
     assert (paper.warmup_ratio, paper.overrides) == (None, {"dropout": 0.0})
@@ -383,9 +383,9 @@ def test_a_short_budget_run_records_its_defaults_and_builds_with_them(tmp_path):
                         train_size=120, test_size=4, epochs=1, max_steps=3, verbose=0, quiet=True)
     config = json.loads((tmp_path / "run/config.json").read_text())
     assert config["short_budget"] == {
-        "batch_tokens": 2048, "warmup_ratio": 0.3, "reason": "max_steps 3 <= 5000",
+        "batch_tokens": 1024, "warmup_ratio": 0.3, "reason": "max_steps 3 <= 5000",
         "overrides": {"dropout": 0.0}}
-    assert config["training"]["batch_tokens"] == 2048
+    assert config["training"]["batch_tokens"] == 1024
     assert config["training"]["warmup_ratio"] == config["schedule"]["warmup_ratio"] == 0.3
     assert config["schedule"]["peak_learning_rate"] == pytest.approx((16 * 1000) ** -0.5)
     assert config["model_config"]["dropout"] == 0.0 and config["overrides"] == SMALL

@@ -61,11 +61,11 @@ def add_train_parser(commands):
     p.add_argument("--batch-tokens", type=positive_int, metavar="N",
                    help="translation: batches of at most N tokens per replica, by length, "
                         "instead of --batch-size sentences (fairseq's --max-tokens; the default "
-                        "of a Transformer under a short budget: 2048)")
+                        "of a Transformer under a short budget: 1024)")
     p.add_argument("--time-limit", type=float, metavar="MINUTES",
                    help="stop training after this many minutes of training in total (a resumed "
                    "run trains what is left). A short budget (at most 60 minutes, or "
-                   "--max-steps at most 5000) trains a Transformer on batches of 2048 tokens "
+                   "--max-steps at most 5000) trains a Transformer on batches of 1024 tokens "
                    "without dropout, warming up over 30%% of it to the paper's peak rate, "
                    "unless --batch-size, --batch-tokens, --warmup-ratio or --set say "
                    "otherwise")

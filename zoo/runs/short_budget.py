@@ -7,11 +7,14 @@ or `max_steps` of at most `SHORT_STEPS`), a new Transformer run trained
 from scratch takes, where the user chose nothing else:
 
 * batches of `BATCH_TOKENS` tokens per replica (fairseq's `--max-tokens`)
-  instead of 64 sentences: fewer, larger, less noisy steps;
+  instead of 64 sentences. On a CPU a step of a model this size costs about
+  in proportion to its tokens, so batches of 1,024 tokens take twice the
+  steps of 2,048 in the same time, and the extra updates win where the
+  budget affords few (docs/experiments/long_sentences.md, part 6);
 * no dropout: in so few steps a large set is seen a handful of times, and
-  dropout only slows learning (a small set seen a dozen times or more, as
-  `gettext-long:es` in 700 steps, trains without it too, but dropout there
-  was not measured);
+  dropout only slows learning (on `gettext-long:es`, a small set seen a
+  dozen times, dropout 0.1 gained nothing and 0.3 lost: the same report,
+  parts 3 and 4);
 * with the budget schedule (`zoo.runs.budget`), a warm-up over 30% of the
   budget instead of 5%, to the peak of the family's own schedule: a rate
   that is high from the first hundred steps lets the decoder of a model that
@@ -23,13 +26,13 @@ measure them. `config.json` records what was chosen and why under
 "short_budget".
 
     chosen = choose("transformer", training, overrides, fine_tuning=False)
-    chosen.batch_tokens, chosen.warmup_ratio   # 2048, 0.3
+    chosen.batch_tokens, chosen.warmup_ratio   # 1024, 0.3
     chosen.overrides                           # {"dropout": 0.0}
 """
 
 import dataclasses
 
-BATCH_TOKENS = 2048
+BATCH_TOKENS = 1024
 WARMUP_RATIO = 0.3
 SHORT_MINUTES = 60.0
 SHORT_STEPS = 5000

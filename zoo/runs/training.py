@@ -99,7 +99,7 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             strategy.num_replicas_in_sync`), `batch_tokens` (translation: batches
             of at most this many tokens per replica instead), `max_steps`, `time_limit`
             (minutes of training in total: a resumed run trains what is left; a
-            short budget trains a Transformer on batches of 2,048 tokens without
+            short budget trains a Transformer on batches of 1,024 tokens without
             dropout, with a 30% warm-up to the paper's peak rate, unless the
             user chose otherwise, `zoo.runs.short_budget`),
             `schedule` (default "auto": with `max_steps` or `time_limit`, a warm-up
