@@ -8,7 +8,7 @@ The order, bottom to top (a module may import its own level and those below):
     text                                                tokenizers and special ids
     distribute, registry, description                   strategies, registration
     datasets                                            data, pipelines, preparation
-    transformer, seq2seq(_decoder), convs2s, vit        the model families
+    transformer, seq2seq, convs2s, vit                  the model families
     decode                                              greedy, beam, sampling
     export                                              TF Serving SavedModels
     plot                                                pictures
@@ -36,7 +36,7 @@ LEVELS = (
     ("zoo.text",),
     ("zoo.distribute", "zoo.registry", "zoo.description"),
     ("zoo.datasets",),
-    ("zoo.transformer", "zoo.seq2seq", "zoo.seq2seq_decoder", "zoo.convs2s", "zoo.vit"),
+    ("zoo.transformer", "zoo.seq2seq", "zoo.convs2s", "zoo.vit"),
     ("zoo.decode",),
     ("zoo.export",),
     ("zoo.plot",),
@@ -46,10 +46,8 @@ LEVELS = (
 )
 # The flat modules of `zoo/` besides the packages: a new one needs a reason.
 # errors: `ZooError`, the user's mistakes, raised at every level, so it sits below them all.
-# seq2seq_decoder: RNNsearch's decoder layer, beside `zoo.seq2seq` (kept a module, the path
-# of earlier versions' `.keras` files and of the code that imports it).
 FLAT = {"__init__", "__main__", "checkpoints", "description", "errors", "families", "files",
-        "moved", "progress", "registry", "seq2seq", "seq2seq_decoder"}
+        "moved", "progress", "registry"}
 
 
 def _module_name(path):

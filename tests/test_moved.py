@@ -102,6 +102,24 @@ def test_a_keras_file_naming_old_module_paths_loads_into_the_same_classes():
                                rtol=1e-5, atol=1e-5)
 
 
+def test_an_rnnsearch_keras_file_of_the_flat_modules_loads_into_the_package_classes():
+    """`seq2seq_v2.keras` records `"module": "zoo.seq2seq"`, a flat module then, the package
+    now; files saved before the package record `zoo.seq2seq_decoder` for the decoder. Both
+    give the classes the file loads into (Keras finds them by `zoo>BahdanauDecoder`)."""
+    path = FIXTURES / "seq2seq_v2.keras"
+    recorded = _recorded_classes(path)
+    assert recorded == {("zoo.seq2seq", "BahdanauDecoder"), ("zoo.seq2seq", "Maxout")}
+    model = keras.saving.load_model(path, compile=False)
+    loaded = {type(layer).__name__: type(layer) for layer in model.layers}
+    for module, class_name in recorded:
+        assert getattr(importlib.import_module(module), class_name) is loaded[class_name]
+    assert importlib.import_module("zoo.seq2seq_decoder").BahdanauDecoder \
+        is loaded["BahdanauDecoder"]
+    assert loaded["BahdanauDecoder"].__module__ == "zoo.seq2seq.decoder"
+    assert keras.saving.get_registered_name(loaded["BahdanauDecoder"]) == "zoo>BahdanauDecoder"
+    assert keras.saving.get_registered_name(loaded["Maxout"]) == "zoo>Maxout"
+
+
 FRESH = """
 import importlib, os, sys
 import keras, numpy as np

@@ -38,6 +38,7 @@ MOVED = {
     "zoo.preparation": "zoo.datasets.preparation",
     "zoo.search_steps": "zoo.decode.search_steps",
     "zoo.sentencepiece_tokenizer": "zoo.text.sentencepiece",
+    "zoo.seq2seq_decoder": "zoo.seq2seq.decoder",
     "zoo.tensor_files": "zoo.checkpoints",
     "zoo.tokenizers": "zoo.text.tokenizers",
     "zoo.tokens": "zoo.text.special",

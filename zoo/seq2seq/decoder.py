@@ -6,7 +6,7 @@ location-aware attention (Chorowski et al., 2015), or monotonic attention
 (Raffel et al., 2017; MoChA, Chiu & Raffel, 2018); with `coverage=True` the
 alignment model also sees See et al.'s (2017) coverage vector, and
 `coverage_loss` is the penalty it adds (docs/math.md#the-pointer-generator).
-`zoo.seq2seq` builds the model around it (and re-exports both names).
+`zoo.seq2seq.model` builds the model around it; `zoo.seq2seq` re-exports both names.
 """
 
 import keras

@@ -27,9 +27,9 @@ Inputs `{"source": int32 (B, S), "target": int32 (B, T)}` (teacher forcing,
 vocabulary (`zoo.text.copying`), and the output is `log P` over it, `(B, T, V + S)`;
 target ids `>= V` (copies) are read as `[UNK]`.
 
-This module is the family: its config, the output layer (`Maxout`), the model
+This module holds the family's config, the output layer (`Maxout`), the model
 builder and the registration. The decoder recurrence, `BahdanauDecoder`, and
-`coverage_loss` are `zoo.seq2seq_decoder`'s (importable from here too).
+`coverage_loss` are `zoo.seq2seq.decoder`'s.
 """
 
 import dataclasses
@@ -42,8 +42,7 @@ from keras_attention import checks
 from keras_attention.layers.pointer_generator import fixed_vocabulary_ids
 from zoo import registry
 from zoo.errors import ZooError
-from zoo.seq2seq_decoder import ATTENTIONS, MONOTONIC, BahdanauDecoder
-from zoo.seq2seq_decoder import coverage_loss as coverage_loss  # re-exported
+from zoo.seq2seq.decoder import ATTENTIONS, MONOTONIC, BahdanauDecoder
 from zoo.text.special import UNK_ID
 
 
