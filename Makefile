@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Keep TensorFlow's C++ logging quiet in every target.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install data test coverage demo bench lint
+.PHONY: install data test test-jax test-torch coverage demo bench lint
 
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
@@ -47,6 +47,16 @@ PYTEST_WORKERS ?= auto
 test: $(VENV)/.installed data
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20
+
+# The tests that run under every Keras backend (tests/conftest.py's BACKEND_TEST_FILES), under
+# JAX (two host devices, for keras.distribution's DataParallel) and under PyTorch (needs torch:
+# .venv/bin/pip install torch==2.13.0). `make test` runs both through tests/test_backends.py.
+test-jax: $(VENV)/.installed
+	KERAS_BACKEND=jax XLA_FLAGS=--xla_force_host_platform_device_count=2 \
+		$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
+
+test-torch: $(VENV)/.installed
+	KERAS_BACKEND=torch $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
 
 # Line coverage of keras_attention/ and zoo/, subprocesses included ([tool.coverage] in
 # pyproject.toml).

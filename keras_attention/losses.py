@@ -1,9 +1,9 @@
 """Losses for sequence outputs with padding (docs/math.md#label-smoothing)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from keras_attention import backends
 from keras_attention.checks import check_rate
 
 
@@ -104,7 +104,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             if self.reduction == "sum":
                 return total
             count = ops.sum(mask)
-            context = tf.distribute.get_replica_context()
+            context = backends.replica_context()
             if context is None or context.num_replicas_in_sync == 1:
                 return ops.divide_no_nan(total, count)
             # Under a tf.distribute strategy each replica holds part of the global
@@ -120,12 +120,10 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             # weights R × value by the replica's batch size), which this makes
             # exact for any split of the batch, an empty replica included.
             replicas = float(context.num_replicas_in_sync)
-            global_total, global_count = context.all_reduce(
-                tf.distribute.ReduceOp.SUM, [tf.stop_gradient(total), tf.stop_gradient(count)]
-            )
+            global_total, global_count = backends.all_reduce_sum(context, [total, count])
             share = ops.divide_no_nan(total, global_count)
             mean = ops.divide_no_nan(global_total, global_count) / replicas
-            return share + tf.stop_gradient(mean - share)
+            return share + ops.stop_gradient(mean - share)
 
     def get_config(self):
         config = super().get_config()

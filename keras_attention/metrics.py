@@ -1,9 +1,9 @@
 """Metrics for sequence outputs with padding."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from keras_attention import backends
 from keras_attention.losses import _squeeze_labels
 
 
@@ -51,9 +51,9 @@ class MaskedAccuracy(keras.metrics.Metric):
         # replica then holds the same global ratio, and the variables' sum over
         # the replicas (how they read outside `strategy.run`) holds the global
         # counts.
-        context = tf.distribute.get_replica_context()
+        context = backends.replica_context()
         if context is not None and context.num_replicas_in_sync > 1:
-            correct, count = context.all_reduce(tf.distribute.ReduceOp.SUM, [correct, count])
+            correct, count = backends.all_reduce_sum(context, [correct, count])
             replicas = float(context.num_replicas_in_sync)
             correct, count = correct / replicas, count / replicas
         self.correct.assign_add(correct)

@@ -9,16 +9,19 @@ attention projections of `MultiHeadAttention` and to the tied output projection
 - at call time each input row is quantized the same way, `s_x[i] = 127 / max_k |x[i, k]|`;
 - the product runs on int8 with int32 sums, and `x W ≈ (x_q W_q) / (s_x s_wᵀ)`.
 
-Everything is core TensorFlow ops (`MatMul`/`BatchMatMulV3` on int8 with an int32 output),
-so a quantized model exports to a SavedModel of core ops, as TF Serving's model server links them.
+On TensorFlow everything is core ops (`MatMul`/`BatchMatMulV3` on int8 with an int32 output),
+so a quantized model exports to a SavedModel of core ops, as TF Serving's model server links them;
+on JAX and PyTorch the products are `keras.ops.matmul` of the int8 operands, summed in int32.
 
 Reference: Jacob et al., "Quantization and Training of Neural Networks for Efficient
 Integer-Arithmetic-Only Inference", CVPR 2018 (symmetric per-channel weights, section 2).
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
 
 INT8_RANGE = (-127, 127)
 
@@ -42,7 +45,7 @@ def int8_matmul(inputs, kernel, scale, dtype):
     inputs: float `(M, K)`; kernel: int8 `(K, N)`; scale: float `(N,)` -> `(M, N)` in `dtype`.
     """
     rows, row_scale = keras.quantizers.abs_max_quantize(inputs, axis=-1, value_range=INT8_RANGE)
-    products = tf.matmul(rows, kernel, output_type=tf.int32)  # (M, N)
+    products = _int32_matmul(rows, kernel)  # (M, N)
     return ops.cast(products, dtype) / (ops.cast(row_scale, dtype) * ops.cast(scale, dtype))
 
 
@@ -55,10 +58,19 @@ def int8_tied_logits(rows, table, table_scale, dtype, table_major=False):
     """
     quantized, row_scale = keras.quantizers.abs_max_quantize(rows, axis=-1, value_range=INT8_RANGE)
     if table_major:
-        products = tf.transpose(tf.matmul(table, quantized, transpose_b=True, output_type=tf.int32))
+        products = ops.transpose(_int32_matmul(table, quantized, transpose_b=True))
     else:
-        products = tf.matmul(quantized, table, transpose_b=True, output_type=tf.int32)
+        products = _int32_matmul(quantized, table, transpose_b=True)
     return ops.cast(products, dtype) / (ops.cast(row_scale, dtype) * ops.cast(table_scale, dtype))
+
+
+def _int32_matmul(a, b, transpose_b=False):
+    """`a @ b` (or `a @ bᵀ`) of int8 operands, summed in int32."""
+    if keras.backend.backend() == "tensorflow":
+        return tf.matmul(a, b, transpose_b=transpose_b, output_type=tf.int32)
+    if transpose_b:
+        b = ops.transpose(b)
+    return ops.matmul(ops.cast(a, "int32"), ops.cast(b, "int32"))
 
 
 def add_int8_kernel(layer, name, shape, contracting_axes=1):

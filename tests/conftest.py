@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import gc
 import hashlib
+import importlib.util
 import os
 import pathlib
 import runpy
@@ -43,6 +44,36 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 SEED = 1234
 
+# The Keras backend of this run (read by Keras from the same variable when it loads).
+BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
+if BACKEND == "torch" and importlib.util.find_spec("torch") is None:
+    raise pytest.UsageError(
+        "KERAS_BACKEND=torch, but PyTorch is not installed: .venv/bin/pip install torch==2.13.0 "
+        "(the CPU build among this machine's wheels; a plain `pip install torch` pulls the CUDA "
+        "build), then make test-torch."
+    )
+
+# The test files that run under every Keras backend: the layer library's NumPy-reference tests
+# and the families' training on NumPy arrays. Under JAX or PyTorch (`make test-jax`,
+# `make test-torch`, tests/test_backends.py) only these files are collected, and their tests
+# marked `tensorflow_only` are deselected; everything else is TensorFlow's (tf.data pipelines,
+# tokenizers, decoding loops, exports, tf.distribute, the CLI).
+BACKEND_TEST_FILES = (
+    "test_ops.py", "test_masks.py", "test_checks.py", "test_layers.py", "test_multi_head.py",
+    "test_chunked.py", "test_linear_attention.py", "test_location_aware.py",
+    "test_pointer_generator.py", "test_causal_convolution.py", "test_kv_cache.py",
+    "test_monotonic.py", "test_quantization.py", "test_backend_training.py",
+)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under JAX or PyTorch, only the files of BACKEND_TEST_FILES."""
+    if BACKEND == "tensorflow" or collection_path.is_dir():
+        return None
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return collection_path.name not in BACKEND_TEST_FILES
+    return None
+
 # The files whose tests use the session's trained runs (`numbers_run`, `numbers_export`,
 # `fashion_run`, below): one xdist work unit, so that one worker trains and exports them once,
 # where `--dist loadfile` alone gave the files to both workers and each built them (these six
@@ -73,8 +104,16 @@ HEAVIEST_FILES = (
 )
 
 
-def pytest_collection_modifyitems(items):
-    """The tests of HEAVIEST_FILES first, in its order; the others after, as collected."""
+def pytest_collection_modifyitems(config, items):
+    """The tests of HEAVIEST_FILES first, in its order; the others after, as collected.
+
+    Under JAX or PyTorch, the tests marked `tensorflow_only` are deselected.
+    """
+    if BACKEND != "tensorflow":
+        kept = [item for item in items if item.get_closest_marker("tensorflow_only") is None]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+            items[:] = kept
     rank = {name: index for index, name in enumerate(HEAVIEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 

@@ -14,9 +14,12 @@ import fnmatch
 import warnings
 from typing import Any, Callable
 
+from keras_attention import backends
 from keras_attention.checks import ArgumentError
-from zoo import distribute
 from zoo.errors import ZooError
+
+if backends.is_tensorflow():
+    from zoo import distribute  # tf.distribute; on JAX, keras.distribution needs nothing here
 
 
 class UnknownModelError(ZooError):
@@ -288,9 +291,15 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
         if importer is None:
             checkpoint, overrides = _read_weights(name, weights, overrides)
     cfg = config(name, **overrides)
+    if strategy is not None:
+        backends.require_tensorflow(
+            "zoo.get(strategy=...)",
+            "on JAX, call keras.distribution.set_distribution(keras.distribution.DataParallel()) "
+            "before zoo.get",
+        )
     if isinstance(strategy, str):
         strategy = distribute.get_strategy(strategy)
-    if compile:
+    if compile and backends.is_tensorflow():
         # `strategy`, or the one whose scope this is called in.
         distribute.check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
@@ -310,8 +319,9 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
                     f"Model {name!r} has no training recipe: register it with a `compile_fn`, "
                     "use one of the zoo's config classes, or call zoo.get(..., compile=False)."
                 )
-            # Keras fixes for training under a strategy (clipping, multi-worker; zoo.distribute).
-            distribute.prepare_model(model)
+            if backends.is_tensorflow():
+                # Keras fixes for training under a strategy (clipping, multi-worker; zoo.distribute).
+                distribute.prepare_model(model)
     return model
 
 

@@ -2,7 +2,6 @@
 the source (See, Liu & Manning 2017, eqs. 8-9; docs/math.md#the-pointer-generator)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 # The log-probability of an extended id that no source position holds (and of nothing
@@ -144,8 +143,8 @@ def _mix(log_generate, attention, source_ids, switch, impossible):
     Only the S columns the source holds change, so the mixture is computed on
     `(B, T, S)` and written into place: a token's copy mass is the attention summed
     over the positions holding it (`a · [x_j = x_i]`, an S × S product). Positions
-    holding the same id write the same value; only the first of them passes the
-    gradient on, so that it is not counted once per position.
+    holding the same id hold the same value; only the first of them is written (and
+    passes the gradient on), so that it is not counted once per position.
     """
     source_ids = ops.cast(source_ids, "int32")
     batch, length = ops.shape(attention)[0], ops.shape(attention)[1]
@@ -156,18 +155,21 @@ def _mix(log_generate, attention, source_ids, switch, impossible):
     log_copy = ops.log(ops.where(has_copy, copied, 1.0)) + ops.log_sigmoid(-switch)
     ids = ops.broadcast_to(source_ids[:, None, :], (batch, length, source))  # (B, T, S)
     in_vocabulary = ids < vocabulary
-    generated = tf.gather(log_generate, ops.where(in_vocabulary, ids, 0), batch_dims=2)
+    generated = ops.take_along_axis(log_generate, ops.where(in_vocabulary, ids, 0), axis=-1)
     generated = ops.where(in_vocabulary, generated, impossible)
     mixed = ops.where(has_copy, ops.logaddexp(generated, log_copy), generated)  # (B, T, S)
     earlier = ops.triu(ops.ones((source, source), "int32"), k=1) > 0  # [j, i]: j < i
     first = ops.logical_not(ops.any(ops.logical_and(same, earlier[None]), axis=1))  # (B, S)
-    mixed = ops.where(first[:, None, :], mixed, ops.stop_gradient(mixed))
+    # Every later position holding an id writes to one spare column, cut off after the
+    # scatter: each column is written once, whatever a backend's order of duplicate writes.
+    ids = ops.where(first[:, None, :], ids, vocabulary + source)
     rows = ops.broadcast_to(ops.arange(batch, dtype="int32")[:, None, None], ops.shape(ids))
     steps = ops.broadcast_to(ops.arange(length, dtype="int32")[None, :, None], ops.shape(ids))
     indices = ops.reshape(ops.stack([rows, steps, ids], axis=-1), (-1, 3))
-    extra = ops.full((batch, length, source), impossible, log_generate.dtype)
-    full = ops.concatenate([log_generate, extra], axis=-1)  # (B, T, V + S)
-    return tf.tensor_scatter_nd_update(full, indices, ops.reshape(mixed, (-1,)))
+    extra = ops.full((batch, length, source + 1), impossible, log_generate.dtype)
+    full = ops.concatenate([log_generate, extra], axis=-1)  # (B, T, V + S + 1)
+    full = ops.scatter_update(full, indices, ops.reshape(mixed, (-1,)))
+    return full[..., :-1]  # (B, T, V + S)
 
 
 def fixed_vocabulary_ids(ids, vocabulary_size, unknown_id):

@@ -141,7 +141,8 @@ class PositionEmbedding(keras.layers.Layer):
         _check_length("PositionEmbedding", inputs.shape[1], self.sequence_length, start_index)
         length = ops.shape(inputs)[1]
         table = ops.slice(
-            self.position_embeddings, (start_index, 0), (length, self.position_embeddings.shape[-1])
+            ops.convert_to_tensor(self.position_embeddings), (start_index, 0),
+            (length, self.position_embeddings.shape[-1]),
         )
         return inputs + ops.cast(table, inputs.dtype)
 

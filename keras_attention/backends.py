@@ -1,0 +1,61 @@
+"""What differs between Keras backends: the few TensorFlow-only pieces, imported only there.
+
+The layers, losses and metrics of `keras_attention` run under TensorFlow, JAX and
+PyTorch (Keras 3's backends, chosen by `KERAS_BACKEND` before Keras is imported).
+TensorFlow itself is imported only when it is the backend, so a JAX or PyTorch
+environment needs no TensorFlow installed. Features that exist only on TensorFlow
+(tf.data pipelines, tokenizers in the graph, SavedModel export, `tf.distribute`)
+ask for it with `require_tensorflow`, which says in one line what to set.
+"""
+
+import keras
+
+from keras_attention.checks import ArgumentError
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
+
+
+class BackendError(ArgumentError):
+    """A TensorFlow-only feature asked for under another Keras backend."""
+
+
+def backend():
+    """The Keras backend in use: `"tensorflow"`, `"jax"`, `"torch"` or `"numpy"`."""
+    return keras.backend.backend()
+
+
+def is_tensorflow():
+    return backend() == "tensorflow"
+
+
+def require_tensorflow(feature, alternative=None):
+    """Raise `BackendError` "`feature` needs the TensorFlow backend: ..." unless it is the backend.
+
+    feature: what the user asked for, as they would name it (e.g. `"zoo export"`).
+    alternative: what to use instead on the other backends, if anything (one clause).
+    """
+    if not is_tensorflow():
+        instead = f"; {alternative}" if alternative else ""
+        raise BackendError(
+            f"{feature} needs the TensorFlow backend: KERAS_BACKEND=tensorflow "
+            f"(this process runs Keras on {backend()}){instead}."
+        )
+
+
+def replica_context():
+    """TensorFlow's `tf.distribute` replica context, or None (another backend, or no strategy).
+
+    Under `tf.distribute`, `model.fit` computes losses and metrics on each replica, which
+    must then sum over the replicas themselves. On JAX, `keras.distribution` computes them
+    on the global batch (sharded arrays), so no replica ever sees a part of it.
+    """
+    if not is_tensorflow():
+        return None
+    return tf.distribute.get_replica_context()
+
+
+def all_reduce_sum(context, values):
+    """The replicas' sums of `values` (a list of tensors), with no gradient through them."""
+    values = [tf.stop_gradient(value) for value in values]
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, values)

@@ -1,0 +1,44 @@
+"""The backend-agnostic tests (tests/conftest.py's BACKEND_TEST_FILES) pass under JAX and PyTorch.
+
+Keras picks its backend once per process, so each backend's run is a fresh pytest process
+(what `make test-jax` and `make test-torch` run), started from this TensorFlow run.
+"""
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+
+def _run_suite(backend, extra_env=None):
+    env = {**os.environ, "KERAS_BACKEND": backend, **(extra_env or {})}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", str(TESTS)],
+        capture_output=True, text=True, env=env, cwd=TESTS.parent, timeout=900,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"KERAS_BACKEND={backend} pytest failed:\n{output[-6000:]}"
+    counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (passed|failed|error)", output))
+    assert counts.get("passed", 0) > 100 and not counts.get("failed"), output[-3000:]
+    return output
+
+
+@pytest.mark.slow
+def test_layer_library_and_families_under_jax():
+    xla_flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    _run_suite("jax", {"XLA_FLAGS": xla_flags.strip()})
+
+
+@pytest.mark.slow
+def test_layer_library_and_families_under_torch():
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed, so the layer tests did not run under it: "
+                    ".venv/bin/pip install torch==2.13.0 (the CPU build among this machine's "
+                    "wheels), then make test-torch; the JAX run covers the same tests")
+    _run_suite("torch")
