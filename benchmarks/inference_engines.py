@@ -61,7 +61,7 @@ def set_tf_threads(threads):
 def zoo_engine(settings):
     tf = set_tf_threads(settings["threads"])
     from zoo import decode
-    from zoo.export.translation import bucket_widths
+    from zoo.export.translation_module import bucket_widths
     from zoo.text.special import encode_sources
     from zoo.transformer import marian
 

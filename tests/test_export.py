@@ -31,7 +31,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import zoo
 from zoo import decode, text
 from zoo.datasets import pipeline
-from zoo.export import translation as export_translation
+from zoo.export import translation_module
 
 SEED = 1234
 START, END = 2, 3
@@ -554,9 +554,9 @@ def test_xla_export_fails_where_xla_compilation_is_disabled(served):
 
 
 def test_source_buckets_are_powers_of_two_within_max_length():
-    widths = [int(export_translation.bucket_width(n, 100)) for n in (1, 8, 9, 16, 17, 64, 65, 100)]
+    widths = [int(translation_module.bucket_width(n, 100)) for n in (1, 8, 9, 16, 17, 64, 65, 100)]
     assert widths == [8, 8, 16, 16, 32, 64, 100, 100]
-    assert [int(export_translation.bucket_width(n, 4)) for n in (1, 4)] == [4, 4]  # never wider
+    assert [int(translation_module.bucket_width(n, 4)) for n in (1, 4)] == [4, 4]  # never wider
 
 
 # === ViT ===

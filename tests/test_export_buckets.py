@@ -26,7 +26,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 
 import zoo
 from zoo import decode, text
-from zoo.export import translation as export_translation
+from zoo.export import translation_module
 from zoo.export import warmup as export_warmup
 from zoo.runs.rundir import load_tokenizers
 from zoo.text.special import encode_sources
@@ -99,7 +99,7 @@ def test_bucket_padding_changes_no_decoded_token(tiny, max_length):
     (its length + EXTRA_LENGTH), so only trailing padding differs."""
     model, tokenizer = tiny
     rows = _rows(tokenizer, [SENTENCES[i] for i in (0, 6, 7, 20, 40)])  # 2, 8, 9, 22, 42 ids
-    widths = [int(export_translation.bucket_width(row.shape[1], MAX_LENGTH)) for row in rows]
+    widths = [int(translation_module.bucket_width(row.shape[1], MAX_LENGTH)) for row in rows]
     assert widths == [8, 8, 16, 32, 64]
     batch = np.concatenate([_pad(row, MAX_LENGTH) for row in rows])
     for search in (
@@ -153,7 +153,7 @@ def _records(export_dir, tokenizer):
                   if key != "text"}
         source = encode_sources(tokenizer, texts, max_length, end_id=metadata["special_ids"]["end"])
         length = int(source.row_lengths()[0])
-        width = int(export_translation.bucket_width(length, max_length))
+        width = int(translation_module.bucket_width(length, max_length))
         parsed.append((request.model_spec.signature_name, width, length, texts, others))
     return parsed
 
@@ -162,7 +162,7 @@ def test_warmup_records_hold_one_request_per_signature_and_bucket(numbers_export
     export_dir = numbers_export.saved_models / "1"
     metadata = json.loads((export_dir / "assets.extra" / "zoo_export.json").read_text())
     records = _records(export_dir, load_tokenizers(numbers_run.run_dir)[0])
-    widths = export_translation.bucket_widths(metadata["max_length"])
+    widths = translation_module.bucket_widths(metadata["max_length"])
     assert widths == [8, 16]
     assert sorted((name, width) for name, width, *_ in records) == [
         (name, width) for name in ("greedy", "sample", "serving_default") for width in widths

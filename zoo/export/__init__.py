@@ -38,8 +38,8 @@ into text. An empty string is a source of [END] alone and is translated like
 any other input; an empty batch gives empty outputs (tokens `(0, L)`).
 Decoding runs without XLA by default. `jit_compile=True` compiles the
 decoding of the int ids with XLA inside the SavedModel (tokenization and
-detokenization stay outside the XLA cluster; `zoo.export.translation`): several
-times faster at small batches on CPU, but TF Serving disables XLA:CPU JIT by
+detokenization stay outside the XLA cluster; `zoo.export.translation_module`):
+several times faster at small batches on CPU, but TF Serving disables XLA:CPU JIT by
 default and fails such requests unless started with
 `--xla_cpu_compilation_enabled=true` (saved_models/README.md).
 
@@ -78,8 +78,9 @@ only loads integer-named directories) never sees a half-written version; an
 exception during export removes the temporary directory. An existing version
 is never overwritten (`FileExistsError`).
 
-The translation export lives in `zoo.export.translation`, the image export in
-`zoo.export.image`; which family goes to which is `TRANSLATION_FAMILIES` and
+The translation export lives in `zoo.export.translation` (the exported module
+in `zoo.export.translation_module`, a copying model's in `zoo.export.copying`),
+the image export in `zoo.export.image`; which family goes to which is `TRANSLATION_FAMILIES` and
 `IMAGE_FAMILIES` below. `zoo.export` is this module, made callable: `zoo.export(model, path)`,
 `zoo.export.export(model, path)` and `from zoo.export import export` all call
 the same function.
@@ -102,10 +103,10 @@ from zoo.export.translation import (  # noqa: F401 - part of this module's API
     DEFAULT_RNN_MAX_LENGTH,
     TF_SERVING_TEXT_OP_LIBRARIES,
     TF_SERVING_TEXT_OPS,
-    TranslationModule,
-    special_ids,
     translation_export,
 )
+from zoo.export.translation_module import TranslationModule
+from zoo.text.special import special_ids
 
 __all__ = [
     "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "IMAGE_FAMILIES", "METADATA_FILENAME",

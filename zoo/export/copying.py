@@ -1,6 +1,6 @@
 """The translation export of a copying model (pointer-generator, `copy=True`).
 
-`CopyTranslationModule` is `zoo.export.translation.TranslationModule` with the
+`CopyTranslationModule` is `zoo.export.translation_module.TranslationModule` with the
 copy mechanism's two ends in the graph (`zoo.text.copying`): the text becomes the
 source ids, their ids in the extended target vocabulary and the texts of the
 source's out-of-vocabulary tokens; the decoding (the same `zoo.decode` searches)
@@ -12,7 +12,7 @@ k-th out-of-vocabulary token's own source text. The signatures and their outputs
 import tensorflow as tf
 
 from zoo.errors import ZooError
-from zoo.export.translation import TranslationModule, bucket_width
+from zoo.export.translation_module import TranslationModule, bucket_width
 from zoo.text import copying
 
 

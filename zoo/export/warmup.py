@@ -1,7 +1,7 @@
 """Warm-up of a translation export: one request per source bucket and signature.
 
 An XLA export (`jit_compile=True`) compiles its decoding once per input shape
-(batch size B, source bucket W; `zoo.export.translation.bucket_widths`), so the
+(batch size B, source bucket W; `zoo.export.translation_module.bucket_widths`), so the
 first request of each bucket waits for a compile (seconds for a full-size
 model). Warm-up moves those compiles to load time:
 
