@@ -23,7 +23,22 @@ def _cmd_train(args):
     )
 
 
+# `zoo train`'s help for the arguments it shares with `zoo tune` (`add_fit_arguments`).
+FIT_HELPS = dict(
+    epochs="epochs (default 10; with --time-limit or --max-steps, as many as the budget "
+    "allows)",
+    batch_size="examples per replica per step (default 64 for text, 128 for images)",
+    strategy="tf.distribute strategy (default: one device)",
+    set="override a config field (after --config); repeatable",
+    seed="random seed of the weights, dropout and batch order (default 0); the test "
+    "split has its own, --data-seed",
+    val_ratio="share of the training split used for validation (default 0.05)",
+)
+
+
 def add_train_parser(commands):
+    """`zoo train NAME`: the data, the run directory, the fit, the budget, the device and what
+    the model starts from."""
     p = commands.add_parser(
         "train", help="train a model on a dataset into a run directory",
         description=(
@@ -47,16 +62,16 @@ def add_train_parser(commands):
     add_data_arguments(p, required=False, note=" (may be left out when resuming)")
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/NAME-DATE-TIME); "
                    "an unfinished run there is resumed")
-    add_fit_arguments(p, strategies=distribute.STRATEGIES, helps=dict(
-        epochs="epochs (default 10; with --time-limit or --max-steps, as many as the budget "
-        "allows)",
-        batch_size="examples per replica per step (default 64 for text, 128 for images)",
-        strategy="tf.distribute strategy (default: one device)",
-        set="override a config field (after --config); repeatable",
-        seed="random seed of the weights, dropout and batch order (default 0); the test "
-        "split has its own, --data-seed",
-        val_ratio="share of the training split used for validation (default 0.05)",
-    ))
+    add_fit_arguments(p, strategies=distribute.STRATEGIES, helps=FIT_HELPS)
+    _add_budget_arguments(p)
+    _add_device_arguments(p)
+    _add_starting_point_arguments(p)
+    p.set_defaults(func=_cmd_train)
+
+
+def _add_budget_arguments(p):
+    """The budget (steps, minutes) and what it sets: batches of tokens, the learning-rate
+    schedule and its warm-up, the epoch length, the averaged snapshots."""
     p.add_argument("--max-steps", type=positive_int, help="stop after this many steps in total")
     p.add_argument("--batch-tokens", type=positive_int, metavar="N",
                    help="translation: batches of at most N tokens per replica, by length, "
@@ -84,6 +99,10 @@ def add_train_parser(commands):
     p.add_argument("--average-checkpoints", type=int, metavar="K",
                    help="with a budget: average K snapshots of the weights over its last 20%% "
                    "into checkpoints/average.keras (default 5; 0 for none)")
+
+
+def _add_device_arguments(p):
+    """Where and how it runs: the TPU, mixed precision, XLA."""
     p.add_argument("--tpu", help="TPU name or grpc:// address for --strategy tpu")
     p.add_argument("--mixed-precision", nargs="?", const="auto", metavar="POLICY",
                    choices=("auto", "float16", "bfloat16", "float32"),
@@ -92,6 +111,10 @@ def add_train_parser(commands):
                    "without the option: bfloat16 on TPU, float32 elsewhere")
     p.add_argument("--jit", action=argparse.BooleanOptionalAction, default=None,
                    help="XLA compilation (sets the config's jit_compile)")
+
+
+def _add_starting_point_arguments(p):
+    """What the model starts from: a config file, pretrained weights, its tokenizers."""
     p.add_argument("--config", metavar="FILE",
                    help="JSON file of config fields (or a run's config.json)")
     p.add_argument("--separate-vocabularies", action="store_const", const=True, default=None,
@@ -104,6 +127,3 @@ def add_train_parser(commands):
     p.add_argument("--tokenizer", choices=tokenizers.TOKENIZERS,
                    help="translation: sentencepiece (cased, reversible; the default for new "
                    "runs) or wordpiece (lower-cased)")
-    p.set_defaults(func=_cmd_train)
-
-

@@ -132,10 +132,41 @@ def _check_vocabulary(name, tokenizer, model_size, side):
         )
 
 
+# What each signature does, for the export's metadata.
+SIGNATURE_DESCRIPTIONS = {
+    "serving_default": "beam search: text -> translation, tokens, score",
+    "greedy": "greedy decoding: text -> translation, tokens, score",
+    "sample": "sampling: text, seed, temperature, top_k (0: off), top_p (1: off) -> "
+              "translation, tokens, score",
+}
+
+
 def translation_export(model, family, tokenizer, target_tokenizer, beam_size, alpha,
                        max_length, length_penalty=None, force_end=None, jit_compile=False,
                        max_new_tokens=None):
     """Check the arguments; return (module, signatures, metadata) of a translation export."""
+    source_tokenizer, target_tokenizer = _tokenizers(model, family, tokenizer, target_tokenizer)
+    check_int("beam_size", beam_size, 1, prefix=PREFIX)
+    length_penalty, force_end, alpha = _search_settings(
+        target_tokenizer, length_penalty, force_end, alpha
+    )
+    max_length, max_new_tokens = _lengths(model, family, max_length, max_new_tokens)
+    check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), PREFIX)
+
+    module_class = CopyTranslationModule if copy_steps.is_copying(model) else TranslationModule
+    module = module_class(
+        model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
+        length_penalty, force_end, jit_compile, max_new_tokens,
+    )
+    signatures = {"serving_default": module.beam, "greedy": module.greedy, "sample": module.sample}
+    warmup.attach(module, signatures, source_tokenizer, max_length, module.ids["end"],
+                  bucket_widths(max_length))
+    return module, signatures, _metadata(module)
+
+
+def _tokenizers(model, family, tokenizer, target_tokenizer):
+    """`(source, target)` tokenizer objects (the target is the source's when None), loaded
+    from their directories where given as paths, each checked to fit the model's vocabulary."""
     if tokenizer is None:
         raise ZooError(
             f"export: a {family} model needs `tokenizer` (and `target_tokenizer` when the "
@@ -154,10 +185,13 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
         _target_vocabulary_size(model),
         "target",
     )
-    check_int("beam_size", beam_size, 1, prefix=PREFIX)
-    length_penalty, force_end, alpha = _search_settings(
-        target_tokenizer, length_penalty, force_end, alpha
-    )
+    return source_tokenizer, target_tokenizer
+
+
+def _lengths(model, family, max_length, max_new_tokens):
+    """`(max_length, max_new_tokens)`, defaulted and checked: the Transformer's and ConvS2S's
+    position table bounds both and is the default; the RNNsearch's default is
+    `RNN_MAX_LENGTH`; `max_new_tokens` defaults to `max_length`."""
     limit = _position_limit(model) if family in ("transformer", "convs2s") else None
     if max_length is None:
         max_length = limit if limit is not None else RNN_MAX_LENGTH
@@ -165,36 +199,26 @@ def translation_export(model, family, tokenizer, target_tokenizer, beam_size, al
     if max_new_tokens is None:
         max_new_tokens = max_length
     check_int("max_new_tokens", max_new_tokens, 1, limit, prefix=PREFIX)
-    check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), PREFIX)
+    return max_length, max_new_tokens
 
-    module_class = CopyTranslationModule if copy_steps.is_copying(model) else TranslationModule
-    module = module_class(
-        model, source_tokenizer, target_tokenizer, max_length, beam_size, alpha,
-        length_penalty, force_end, jit_compile, max_new_tokens,
-    )
-    signatures = {"serving_default": module.beam, "greedy": module.greedy, "sample": module.sample}
-    warmup.attach(module, signatures, source_tokenizer, max_length, module.ids["end"],
-                  bucket_widths(max_length))
-    metadata = {
+
+def _metadata(module):
+    """What `zoo_export.json` records of a translation export: its signatures and the
+    settings its `module` decodes with."""
+    return {
         "tensorflow_text_version": tensorflow_text.__version__,
-        "signatures": {
-            "serving_default": "beam search: text -> translation, tokens, score",
-            "greedy": "greedy decoding: text -> translation, tokens, score",
-            "sample": "sampling: text, seed, temperature, top_k (0: off), top_p (1: off) -> "
-                      "translation, tokens, score",
-        },
-        "max_length": max_length,
-        "max_new_tokens": max_new_tokens,
-        "beam_size": beam_size,
-        "alpha": alpha,
-        "length_penalty": length_penalty,
-        "force_end": force_end,
+        "signatures": dict(SIGNATURE_DESCRIPTIONS),
+        "max_length": module.max_length,
+        "max_new_tokens": module.max_new_tokens,
+        "beam_size": module.beam_size,
+        "alpha": module.alpha,
+        "length_penalty": module.length_penalty,
+        "force_end": module.force_end,
         "special_ids": module.ids,
-        "jit_compile": jit_compile,
-        "source_buckets": bucket_widths(max_length) if jit_compile else None,
+        "jit_compile": module.jit_compile,
+        "source_buckets": bucket_widths(module.max_length) if module.jit_compile else None,
         "warmup_requests": len(module.warmup_requests),
     }
-    return module, signatures, metadata
 
 
 def _search_settings(target_tokenizer, length_penalty, force_end, alpha):

@@ -200,18 +200,34 @@ def build(config):
     if config.pad_id != 0:
         source_mask = PaddingMask(config.pad_id, name="source_padding_mask")(source)  # (B, S)
         masks = {"padding_mask": source_mask}
+    source_embedding, target_embedding = _embeddings(config)
+    encoder_output = _encoder(config, source_embedding(source), masks)  # (B, S, D)
+    decoder_input = copying.decoder_input(target, config.target_vocab) if config.copy else target
+    embedded = target_embedding(decoder_input)  # (B, T, D)
+    y, cross_weights = _decoder(config, embedded, encoder_output, masks)
+    logits = _output_logits(config, target_embedding, y)
+    inputs = {"source": source, "target": target}
+    if config.copy:
+        inputs["source_extended"] = keras.Input((None,), dtype="int32", name="source_extended")
+        pointer_generator = ka.PointerGenerator(dtype="float32", name="pointer_generator")
+        logits = copying.copy_output(pointer_generator, logits, cross_weights, encoder_output,
+                                     inputs["source_extended"], y, embedded)
+    return keras.Model(inputs, logits, name="transformer")
 
-    # === Embeddings (shared and tied as in the paper by default) ===
+
+def _embeddings(config):
+    """`(source, target)` embeddings: one shared layer (and tied output, as in the paper) by
+    default, two with separate vocabularies."""
     if config.shared_vocabulary:
-        source_embedding = target_embedding = _embedding(
-            config, config.vocabulary_size, "shared_embedding"
-        )
-    else:
-        source_embedding = _embedding(config, config.source_vocab, "source_embedding")
-        target_embedding = _embedding(config, config.target_vocab, "target_embedding")
+        shared = _embedding(config, config.vocabulary_size, "shared_embedding")
+        return shared, shared
+    return (_embedding(config, config.source_vocab, "source_embedding"),
+            _embedding(config, config.target_vocab, "target_embedding"))
 
-    # === Encoder ===
-    x = source_embedding(source)  # (B, S, D), Keras mask (B, S)
+
+def _encoder(config, x, masks):
+    """The encoder blocks (and the final norm when pre-norm): embedded source `(B, S, D)`
+    (Keras mask `(B, S)`, or `masks["padding_mask"]`) -> encoder output `(B, S, D)`."""
     for i in range(config.num_encoder_layers):
         x = ka.TransformerEncoderBlock(**_block_args(config), name=f"encoder_block_{i}")(
             x, **masks
@@ -220,11 +236,14 @@ def build(config):
         x = keras.layers.LayerNormalization(
             epsilon=config.layer_norm_epsilon, name="encoder_norm"
         )(x)
-    encoder_output = x
+    return x
 
-    # === Decoder ===
-    decoder_input = copying.decoder_input(target, config.target_vocab) if config.copy else target
-    embedded = y = target_embedding(decoder_input)  # (B, T, D)
+
+def _decoder(config, y, encoder_output, masks):
+    """The decoder blocks (and the final norm when pre-norm): embedded target `(B, T, D)` ->
+    `(B, T, D)` and, with `copy`, the last block's cross-attention `(B, N, T, S)` (what the
+    copy uses; None without)."""
+    cross_weights = None
     for i in range(config.num_decoder_layers):
         block = ka.TransformerDecoderBlock(**_block_args(config), name=f"decoder_block_{i}")
         scores = {"return_attention_scores": True} if config.copy and i == \
@@ -233,14 +252,18 @@ def build(config):
             y, encoder_output, **({"encoder_padding_mask": masks["padding_mask"]} if masks else {}),
             **scores,
         )
-        if scores:  # the last block's cross-attention, (B, N, T, S): what the copy uses
+        if scores:
             y, _, cross_weights = y
     if config.norm_first:
         y = keras.layers.LayerNormalization(
             epsilon=config.layer_norm_epsilon, name="decoder_norm"
         )(y)
+    return y, cross_weights
 
-    # === Output projection ===
+
+def _output_logits(config, target_embedding, y):
+    """Decoder output `(B, T, D)` -> float32 logits `(B, T, V)`: the transposed target
+    embedding when tied, else a projection; plus Marian's `final_logits_bias`."""
     if config.tie_embeddings:
         logits = target_embedding(y, reverse=True)  # (B, T, V)
     else:
@@ -249,14 +272,7 @@ def build(config):
         )(y)
     if config.final_logits_bias:
         logits = FinalLogitsBias(name="final_logits_bias")(logits)
-    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
-    inputs = {"source": source, "target": target}
-    if config.copy:
-        inputs["source_extended"] = keras.Input((None,), dtype="int32", name="source_extended")
-        pointer_generator = ka.PointerGenerator(dtype="float32", name="pointer_generator")
-        logits = copying.copy_output(pointer_generator, logits, cross_weights, encoder_output,
-                                     inputs["source_extended"], y, embedded)
-    return keras.Model(inputs, logits, name="transformer")
+    return keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
 
 
 def compile_model(model, config):
