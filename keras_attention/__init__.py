@@ -6,7 +6,7 @@ See docs/math.md for the formulas. Public names are re-exported here:
     mha = ka.MultiHeadAttention(num_heads=8, key_dim=64)
 """
 
-from keras_attention import chunked, layers, losses, metrics, ops, schedules
+from keras_attention import backends, chunked, layers, losses, metrics, ops, schedules
 from keras_attention.chunked import chunked_dot_product_attention
 from keras_attention.layers import (
     BahdanauAttention,

@@ -59,3 +59,14 @@ def all_reduce_sum(context, values):
     """The replicas' sums of `values` (a list of tensors), with no gradient through them."""
     values = [tf.stop_gradient(value) for value in values]
     return context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+
+
+def jit_compile(requested):
+    """The `jit_compile` to give `model.compile` for a recipe that asks for `requested`.
+
+    On TensorFlow `False` is a `tf.function` graph and `True` XLA; on PyTorch `False` is
+    eager PyTorch and `True` `torch.compile`: both are the recipe's choice. On JAX the one
+    compiled path is XLA (`jax.jit`), and `False` would run every op on its own, tens of
+    times slower, so JAX always compiles.
+    """
+    return True if backend() == "jax" else requested

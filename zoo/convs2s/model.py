@@ -214,7 +214,7 @@ def compile_model(model, config):
         optimizer=optimizer,
         loss=ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
         metrics=[ka.MaskedAccuracy()],
-        jit_compile=config.jit_compile,
+        jit_compile=ka.backends.jit_compile(config.jit_compile),
     )
 
 

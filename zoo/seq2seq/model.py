@@ -276,7 +276,7 @@ def compile_model(model, config):
         optimizer=keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm),
         loss=loss,
         metrics=[ka.MaskedAccuracy()],
-        jit_compile=config.jit_compile,
+        jit_compile=ka.backends.jit_compile(config.jit_compile),
     )
 
 

@@ -292,7 +292,7 @@ def compile_model(model, config):
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=loss,
         metrics=[ka.MaskedAccuracy(pad_id=config.pad_id)],
-        jit_compile=config.jit_compile,
+        jit_compile=ka.backends.jit_compile(config.jit_compile),
     )
 
 

@@ -47,7 +47,7 @@ def compile_model(model, config):
             name="sparse_categorical_crossentropy",
         ),
         metrics=[ka.MaskedAccuracy(pad_id=None, name="accuracy")],
-        jit_compile=config.jit_compile,
+        jit_compile=ka.backends.jit_compile(config.jit_compile),
     )
 
 

@@ -1,0 +1,160 @@
+"""Every family builds, computes and trains alike under TensorFlow, JAX and PyTorch.
+
+References recorded under TensorFlow:
+- the `.keras` fixtures of tests/fixtures (`*_v2.keras`, saved by TensorFlow runs) load
+  under every backend and give their recorded outputs;
+- `backend_training.json`: each family, with weights set from a seeded NumPy generator,
+  gives the same loss, the same three training steps' losses and the same weight change
+  (`python tests/test_backend_training.py --record`, under TensorFlow, writes it).
+
+On JAX, `keras.distribution.DataParallel` over two host devices gives the losses of one
+device (as tests/test_distribute.py checks `tf.distribute`'s Mirrored strategy on TensorFlow).
+`make test-jax` runs this file with two host devices; tests/test_backends.py runs it under
+JAX and PyTorch from `make test`.
+"""
+
+import json
+import pathlib
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+
+from backends import BACKEND
+
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+RECORD = FIXTURES / "backend_training.json"
+VOCABULARY = 64
+
+# Each family's smallest entry, without dropout or augmentation, so that a training step is
+# the same computation on every backend (their random streams differ), and with a short
+# warm-up, so that three steps move the weights.
+FAMILIES = {
+    "transformer-tiny": {"vocabulary_size": VOCABULARY, "dropout": 0.0, "warmup_steps": 16},
+    "seq2seq-bahdanau-small": {"vocabulary_size": VOCABULARY},
+    "convs2s-small": {"vocabulary_size": VOCABULARY, "dropout": 0.0, "num_encoder_layers": 2,
+                      "num_decoder_layers": 2},
+    "vit-tiny": {"random_flip": False, "random_translation": 0.0, "random_erasing": 0.0,
+                 "warmup_steps": 2},
+}
+
+
+def _data(name, batch=8, seed=0):
+    rng = np.random.default_rng(seed)
+    if name.startswith("vit"):
+        return rng.random((batch, 28, 28, 1)).astype("float32"), rng.integers(0, 10, batch)
+    source = rng.integers(3, VOCABULARY, (batch, 7))
+    source[: batch // 2, -2:] = 0  # padding
+    target = rng.integers(3, VOCABULARY, (batch, 6))
+    return {"source": source, "target": target}, rng.integers(3, VOCABULARY, (batch, 6))
+
+
+def _set_seeded_weights(model, seed=0):
+    """Every float weight from a NumPy generator: kernels N(0, 1/fan_in), vectors near 0 (1 for
+    scales), so that the model is the same on every backend whatever its random stream."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        if not keras.backend.is_float_dtype(weight.dtype):
+            continue
+        shape = tuple(weight.shape)
+        if len(shape) >= 2:
+            value = rng.standard_normal(shape) / np.sqrt(np.prod(shape[:-1]))
+        else:
+            base = 1.0 if weight.name in ("gamma", "scale") else 0.0
+            value = base + 0.1 * rng.standard_normal(shape)
+        weight.assign(value.astype(weight.dtype))
+
+
+def training_trace(name):
+    """Loss before training, three `train_on_batch` losses, and ‖Δw‖² over the trainable weights."""
+    keras.utils.set_random_seed(0)
+    model = zoo.get(name, **FAMILIES[name])
+    inputs, labels = _data(name)
+    model(inputs)
+    _set_seeded_weights(model)
+    before = [keras.ops.convert_to_numpy(w.value).copy() for w in model.trainable_weights]
+    loss = model.evaluate(inputs, labels, verbose=0, return_dict=True)["loss"]
+    steps = [float(model.train_on_batch(inputs, labels, return_dict=True)["loss"])
+             for _ in range(3)]
+    change = sum(float(np.sum((keras.ops.convert_to_numpy(w.value) - b) ** 2))
+                 for w, b in zip(model.trainable_weights, before))
+    return {"parameters": model.count_params(), "loss": float(loss), "steps": steps,
+            "weight_change": change}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_family_trains_as_under_tensorflow(name):
+    recorded = json.loads(RECORD.read_text())[name]
+    trace = training_trace(name)
+    assert trace["parameters"] == recorded["parameters"]
+    np.testing.assert_allclose(trace["loss"], recorded["loss"], rtol=1e-4)
+    # Adam's first steps move each weight by about ±learning rate whatever its gradient's size,
+    # so a gradient near zero whose sign differs by rounding between backends moves its weight
+    # the other way: the losses after a step agree to 1e-3 (ConvS2S: 3e-4 on JAX), not 1e-4.
+    np.testing.assert_allclose(trace["steps"], recorded["steps"], rtol=1e-3)
+    np.testing.assert_allclose(trace["weight_change"], recorded["weight_change"], rtol=1e-3)
+    assert trace["steps"][-1] < trace["loss"], "three steps on one batch did not lower its loss"
+
+
+@pytest.mark.parametrize("family", ["transformer", "seq2seq", "convs2s"])
+def test_a_keras_file_saved_by_tensorflow_loads_with_its_outputs(family):
+    model = keras.saving.load_model(FIXTURES / f"{family}_v2.keras")
+    inputs = dict(np.load(FIXTURES / f"{family}_v2_input.npz"))
+    expected = np.load(FIXTURES / f"{family}_v2_output.npy")
+    actual = keras.ops.convert_to_numpy(model(inputs, training=False))
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(BACKEND == "tensorflow", reason="TensorFlow's model.fit of every family is "
+                    "tests/test_zoo.py's; this file checks the other backends against it")
+@pytest.mark.parametrize("name", ["transformer-tiny", "vit-tiny"])
+def test_fit_trains_three_epochs_on_numpy_arrays(name):
+    model = zoo.get(name, **FAMILIES[name])
+    inputs, labels = _data(name, batch=32)
+    history = model.fit(inputs, labels, batch_size=8, epochs=3, verbose=0)
+    losses = history.history["loss"]
+    assert len(losses) == 3 and np.all(np.isfinite(losses)), losses
+
+
+def _host_devices():
+    import jax
+
+    return jax.devices("cpu")
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution's DataParallel is JAX's here; "
+                    "tests/test_distribute.py checks tf.distribute's Mirrored on TensorFlow")
+@pytest.mark.parametrize("name", ["transformer-tiny", "vit-tiny"])
+def test_data_parallel_over_two_host_devices_matches_one_device(name):
+    if len(_host_devices()) < 2:
+        pytest.skip("one host device: run with XLA_FLAGS=--xla_force_host_platform_device_count=2 "
+                    "(make test-jax and tests/test_backends.py set it)")
+    inputs, labels = _data(name, batch=32)
+
+    def losses():
+        keras.utils.set_random_seed(0)
+        model = zoo.get(name, **FAMILIES[name])
+        model(inputs if not isinstance(inputs, dict) else {k: v[:1] for k, v in inputs.items()})
+        _set_seeded_weights(model)
+        history = model.fit(inputs, labels, batch_size=8, epochs=3, shuffle=False, verbose=0)
+        return history.history["loss"]
+
+    one = losses()
+    keras.distribution.set_distribution(
+        keras.distribution.DataParallel(devices=_host_devices()[:2]))
+    try:
+        two = losses()
+    finally:
+        keras.distribution.set_distribution(None)
+    np.testing.assert_allclose(two, one, rtol=1e-5)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
+    if BACKEND != "tensorflow":
+        sys.exit("record under TensorFlow: KERAS_BACKEND=tensorflow")
+    RECORD.write_text(json.dumps({name: training_trace(name) for name in sorted(FAMILIES)},
+                                 indent=1) + "\n")
+    print(f"wrote {RECORD}")
