@@ -15,155 +15,25 @@ for each chunk it recomputes `P = exp(Q Kᵀ · scale - L)` and, with
 `dK = dSᵀ Q · scale`. Differentiating through the loop instead would keep every
 chunk's scores for the backward pass: O(T·S) again.
 
-TensorFlow backend only (`tf.while_loop`, `tf.custom_gradient`); works under
-`tf.function` and `jit_compile=True`. The computation runs in float32 (also under
-mixed precision, like the full path's softmax).
+TensorFlow backend only, in `chunked_tensorflow` (`tf.while_loop`, `tf.custom_gradient`;
+eager, `tf.function`, `jit_compile=True`), imported only when TensorFlow is the backend.
+The computation runs in float32 (also under mixed precision, like the full path's
+softmax) and the result comes back in the query's dtype.
 
 Shape legend: B batch, N heads, T queries, S keys, C chunk size, H head size.
 """
 
 import math
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 from keras_attention import ops as attention_ops
 
-# The score of masked keys: far below any real score, finite so that a row whose
-# keys are all masked gives e^{s - m} = e^0 instead of NaN (then zeroed by the mask).
-_MASKED = -1e30
-
-
-def _chunked(tensor, num_chunks, chunk_size, fill=0):
-    """`(B, N, S, ·)` -> `(num_chunks, B, N, C, ·)`, padded with `fill` to num_chunks·C."""
-    pad = num_chunks * chunk_size - tf.shape(tensor)[2]
-    tensor = tf.pad(tensor, [[0, 0], [0, 0], [0, pad], [0, 0]], constant_values=fill)
-    shape = tf.shape(tensor)
-    tensor = tf.reshape(tensor, [shape[0], shape[1], num_chunks, chunk_size, shape[3]])
-    return tf.transpose(tensor, [2, 0, 1, 3, 4])
-
-
-class _ChunkMasks:
-    """The mask of the `(B, N, T, C)` scores of chunk `j`: key padding, causal, explicit."""
-
-    def __init__(self, query_length, key_length, num_chunks, chunk_size, key_mask,
-                 query_mask, attention_mask, causal):
-        self.chunk_size = chunk_size
-        self.key_length = key_length
-        self.causal = causal
-        self.query_positions = tf.range(query_length)  # (T,)
-        self.key_mask = None
-        if key_mask is not None:  # (B, S) -> (nc, B, 1, 1, C)
-            padded = tf.pad(tf.cast(key_mask, tf.bool), [[0, 0], [0, num_chunks * chunk_size
-                                                                  - key_length]])
-            padded = tf.reshape(padded, [tf.shape(padded)[0], num_chunks, 1, 1, chunk_size])
-            self.key_mask = tf.transpose(padded, [1, 0, 2, 3, 4])
-        self.query_mask = None
-        if query_mask is not None:
-            self.query_mask = tf.cast(query_mask, tf.bool)[:, None, :, None]  # (B, 1, T, 1)
-        self.attention_mask = None
-        self.attention_mask_per_chunk = False
-        if attention_mask is not None:
-            mask = tf.cast(attention_mask, tf.bool)
-            if mask.shape.rank == 2:
-                mask = mask[None]  # (1, T, S)
-            mask = mask[:, None]  # (B, 1, T, S), any of B, T, S may be 1
-            if mask.shape[-1] == 1:
-                self.attention_mask = mask
-            else:
-                pad = num_chunks * chunk_size - key_length
-                mask = tf.pad(mask, [[0, 0], [0, 0], [0, 0], [0, pad]])
-                shape = tf.shape(mask)
-                mask = tf.reshape(mask, [shape[0], 1, shape[2], num_chunks, chunk_size])
-                self.attention_mask = tf.transpose(mask, [3, 0, 1, 2, 4])  # (nc, B, 1, T, C)
-                self.attention_mask_per_chunk = True
-
-    def __call__(self, j):
-        key_positions = j * self.chunk_size + tf.range(self.chunk_size)  # (C,)
-        mask = (key_positions < self.key_length)[None, None, None, :]  # (1, 1, 1, C)
-        if self.causal:
-            mask = tf.logical_and(mask, self.query_positions[:, None] >= key_positions[None, :])
-        if self.key_mask is not None:
-            mask = tf.logical_and(mask, self.key_mask[j])
-        if self.query_mask is not None:
-            mask = tf.logical_and(mask, self.query_mask)
-        if self.attention_mask is not None:
-            chunk_mask = self.attention_mask[j] if self.attention_mask_per_chunk else (
-                self.attention_mask)
-            mask = tf.logical_and(mask, chunk_mask)
-        return mask
-
-
-def _forward(query, key_chunks, value_chunks, masks, num_chunks):
-    """Online softmax over the chunks: output `(B, N, T, Hv)` and log-sum-exp `(B, N, T)`."""
-    rows = tf.shape(query)[:3]  # (B, N, T)
-    value_size = tf.shape(value_chunks)[-1]
-
-    def body(j, running_max, running_sum, accumulator):
-        mask = masks(j)
-        scores = tf.matmul(query, key_chunks[j], transpose_b=True)  # (B, N, T, C)
-        scores = tf.where(mask, scores, _MASKED)
-        new_max = tf.maximum(running_max, tf.reduce_max(scores, axis=-1))
-        weights = tf.where(mask, tf.exp(scores - new_max[..., None]), 0.0)
-        correction = tf.exp(running_max - new_max)
-        running_sum = running_sum * correction + tf.reduce_sum(weights, axis=-1)
-        accumulator = accumulator * correction[..., None] + tf.matmul(weights, value_chunks[j])
-        return j + 1, new_max, running_sum, accumulator
-
-    _, running_max, running_sum, accumulator = tf.while_loop(
-        lambda j, *_: j < num_chunks,
-        body,
-        (
-            tf.constant(0),
-            tf.fill(rows, tf.constant(_MASKED, tf.float32)),
-            tf.zeros(rows),
-            tf.zeros(tf.concat([rows, [value_size]], 0)),
-        ),
-        parallel_iterations=1,  # one chunk of scores alive at a time
-    )
-    attended = running_sum > 0.0  # False where every key of the row is masked
-    safe_sum = tf.where(attended, running_sum, 1.0)
-    output = tf.where(attended[..., None], accumulator / safe_sum[..., None], 0.0)
-    log_sum_exp = tf.where(attended, running_max + tf.math.log(safe_sum), 0.0)
-    return output, log_sum_exp
-
-
-def _backward(d_output, query, key_chunks, value_chunks, output, log_sum_exp, masks,
-              num_chunks):
-    """FlashAttention's backward pass, chunk by chunk: dQ, and dK, dV per chunk."""
-    row_dot = tf.reduce_sum(d_output * output, axis=-1)  # D = rowsum(dO ∘ O), (B, N, T)
-
-    def body(j, d_query, d_keys, d_values):
-        mask = masks(j)
-        key, value = key_chunks[j], value_chunks[j]
-        scores = tf.matmul(query, key, transpose_b=True)  # (B, N, T, C)
-        weights = tf.where(mask, tf.exp(scores - log_sum_exp[..., None]), 0.0)  # P
-        d_weights = tf.matmul(d_output, value, transpose_b=True)  # dO Vᵀ
-        d_scores = weights * (d_weights - row_dot[..., None])  # dS
-        d_query = d_query + tf.matmul(d_scores, key)
-        d_keys = d_keys.write(j, tf.matmul(d_scores, query, transpose_a=True))
-        d_values = d_values.write(j, tf.matmul(weights, d_output, transpose_a=True))
-        return j + 1, d_query, d_keys, d_values
-
-    _, d_query, d_keys, d_values = tf.while_loop(
-        lambda j, *_: j < num_chunks,
-        body,
-        (
-            tf.constant(0),
-            tf.zeros_like(query),
-            tf.TensorArray(tf.float32, size=num_chunks),
-            tf.TensorArray(tf.float32, size=num_chunks),
-        ),
-        parallel_iterations=1,
-    )
-    return d_query, d_keys.stack(), d_values.stack()
-
-
-def _unchunked(chunks, length):
-    """`(nc, B, N, C, ·)` -> `(B, N, S, ·)`, the padding cut off."""
-    chunks = tf.transpose(chunks, [1, 2, 0, 3, 4])
-    shape = tf.shape(chunks)
-    merged = tf.reshape(chunks, [shape[0], shape[1], shape[2] * shape[3], shape[4]])
-    return merged[:, :, :length]
+if keras.backend.backend() == "tensorflow":
+    from keras_attention import chunked_tensorflow as _backend_chunked
+else:
+    _backend_chunked = None
 
 
 def chunked_dot_product_attention(
@@ -207,51 +77,13 @@ def chunked_dot_product_attention(
             "`attention_mask` must have shape (B, T, S) or (T, S); received "
             f"attention_mask.shape={tuple(attention_mask.shape)}."
         )
-    if tf.executing_eagerly():
-        # Called eagerly (a notebook, a GradientTape without tf.function), every op of the
-        # chunk loop would run and be recorded by the tape one by one, keeping each
-        # chunk's scores: O(T·S) memory again. As one graph function the tape records a
-        # single op, whose gradient is the hand-written backward pass.
-        return _graph_attention(query, key, value, chunk_size, scale, key_mask, query_mask,
-                                attention_mask, causal)
-    return _attention(query, key, value, chunk_size, scale, key_mask, query_mask,
-                      attention_mask, causal)
-
-
-def _attention(query, key, value, chunk_size, scale, key_mask, query_mask, attention_mask,
-               causal):
-    """`chunked_dot_product_attention` once its arguments are checked."""
-    dtype = query.dtype
-    query, key, value = (tf.cast(x, tf.float32) for x in (query, key, value))
-    query_length, key_length = tf.shape(query)[2], tf.shape(key)[2]
-    num_chunks = (key_length + chunk_size - 1) // chunk_size
-    masks = _ChunkMasks(query_length, key_length, num_chunks, chunk_size, key_mask,
-                        query_mask, attention_mask, causal)
-
-    @tf.custom_gradient
-    def attention(query, key, value):
-        scaled_query = query * scale
-        key_chunks = _chunked(key, num_chunks, chunk_size)  # (nc, B, N, C, H)
-        value_chunks = _chunked(value, num_chunks, chunk_size)  # (nc, B, N, C, Hv)
-        output, log_sum_exp = _forward(scaled_query, key_chunks, value_chunks, masks, num_chunks)
-
-        def gradient(d_output):
-            d_query, d_keys, d_values = _backward(
-                d_output, scaled_query, key_chunks, value_chunks, output, log_sum_exp, masks,
-                num_chunks,
-            )
-            # The keys' gradient dSᵀ (Q · scale) already holds the scale.
-            return d_query * scale, _unchunked(d_keys, key_length), _unchunked(
-                d_values, key_length)
-
-        return output, gradient
-
-    return tf.cast(attention(query, key, value), dtype)
-
-
-# Python arguments (chunk size, scale, causal) are part of the trace key; masks that are
-# None too.
-_graph_attention = tf.function(_attention, reduce_retracing=True, autograph=False)
+    if _backend_chunked is None:
+        raise NotImplementedError(
+            "Chunked attention runs under the TensorFlow backend; "
+            f"received backend={keras.backend.backend()!r}."
+        )
+    return _backend_chunked.attention(query, key, value, chunk_size, scale, key_mask,
+                                      query_mask, attention_mask, causal)
 
 
 def attend(layer, query, key, value, query_mask, value_mask, key_mask, attention_mask,
@@ -260,13 +92,14 @@ def attend(layer, query, key, value, query_mask, value_mask, key_mask, attention
 
     query `(B, N, T, H)`, key `(B, N, S, H)`, value `(B, N, S, Hv)`.
     """
-    key_masks = [tf.cast(m, tf.bool) for m in (value_mask, key_mask) if m is not None]
     merged_key_mask = None
-    for mask in key_masks:
-        merged_key_mask = mask if merged_key_mask is None else tf.logical_and(
-            merged_key_mask, mask)
-    if attention_mask is not None and attention_mask.shape.rank in (2, 3):
-        rank = attention_mask.shape.rank
+    for mask in (value_mask, key_mask):
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+            merged_key_mask = mask if merged_key_mask is None else ops.logical_and(
+                merged_key_mask, mask)
+    if attention_mask is not None and len(attention_mask.shape) in (2, 3):
+        rank = len(attention_mask.shape)
         expected = (query.shape[0], query.shape[2], key.shape[2])[-rank:]
         attention_ops._check_mask_broadcasts(attention_mask, expected, name="attention_mask")
     scale = 1.0 / math.sqrt(layer.key_dim) if layer.scoring == "scaled_dot" else 1.0
@@ -274,4 +107,4 @@ def attend(layer, query, key, value, query_mask, value_mask, key_mask, attention
         query, key, value, layer.chunk_size, scale=scale, key_mask=merged_key_mask,
         query_mask=query_mask, attention_mask=attention_mask, causal=use_causal_mask,
     )
-    return tf.cast(heads, layer.compute_dtype)
+    return ops.cast(heads, layer.compute_dtype)
