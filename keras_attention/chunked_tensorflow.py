@@ -28,7 +28,7 @@ class _ChunkMasks:
     """The mask of the `(B, N, T, C)` scores of chunk `j`: key padding, causal, explicit."""
 
     def __init__(self, query_length, key_length, num_chunks, chunk_size, key_mask,
-                 query_mask, attention_mask, causal):
+                 query_mask, attention_mask, mask_per_key, causal):
         self.chunk_size = chunk_size
         self.key_length = key_length
         self.causal = causal
@@ -45,11 +45,8 @@ class _ChunkMasks:
         self.attention_mask = None
         self.attention_mask_per_chunk = False
         if attention_mask is not None:
-            mask = tf.cast(attention_mask, tf.bool)
-            if mask.shape.rank == 2:
-                mask = mask[None]  # (1, T, S)
-            mask = mask[:, None]  # (B, 1, T, S), any of B, T, S may be 1
-            if mask.shape[-1] == 1:
+            mask = attention_mask[:, None]  # (B, 1, T, S), any of B, T, S may be 1
+            if not mask_per_key:  # S is 1
                 self.attention_mask = mask
             else:
                 pad = num_chunks * chunk_size - key_length
@@ -151,26 +148,36 @@ def _unchunked(chunks, length):
 def attention(query, key, value, chunk_size, scale, key_mask, query_mask, attention_mask,
               causal):
     """`chunked_dot_product_attention`, its arguments checked: `(B, N, T, Hv)`."""
+    mask_per_key = False
+    if attention_mask is not None:
+        # The mask's rank, and whether it varies along the keys, are read here, where its
+        # shape is exact: the graph function's later traces relax the shapes of their
+        # arguments (`reduce_retracing`), in which a rank or a dimension may be unknown.
+        attention_mask = tf.cast(attention_mask, tf.bool)
+        if attention_mask.shape.rank == 2:
+            attention_mask = attention_mask[None]  # (1, T, S)
+        mask_per_key = attention_mask.shape[-1] != 1
     if tf.executing_eagerly():
         # Called eagerly (a notebook, a GradientTape without tf.function), every op of the
         # chunk loop would run and be recorded by the tape one by one, keeping each
         # chunk's scores: O(T·S) memory again. As one graph function the tape records a
         # single op, whose gradient is the hand-written backward pass.
         return _graph_attention(query, key, value, chunk_size, scale, key_mask, query_mask,
-                                attention_mask, causal)
+                                attention_mask, mask_per_key, causal)
     return _attention(query, key, value, chunk_size, scale, key_mask, query_mask,
-                      attention_mask, causal)
+                      attention_mask, mask_per_key, causal)
 
 
 def _attention(query, key, value, chunk_size, scale, key_mask, query_mask, attention_mask,
-               causal):
-    """`chunked_dot_product_attention` once its arguments are checked."""
+               mask_per_key, causal):
+    """`chunked_dot_product_attention` once its arguments are checked; attention_mask bool
+    `(B|1, T|1, S|1)`, `mask_per_key` whether its S is not 1."""
     dtype = query.dtype
     query, key, value = (tf.cast(x, tf.float32) for x in (query, key, value))
     query_length, key_length = tf.shape(query)[2], tf.shape(key)[2]
     num_chunks = (key_length + chunk_size - 1) // chunk_size
     masks = _ChunkMasks(query_length, key_length, num_chunks, chunk_size, key_mask,
-                        query_mask, attention_mask, causal)
+                        query_mask, attention_mask, mask_per_key, causal)
 
     @tf.custom_gradient
     def online_attention(query, key, value):
@@ -193,6 +200,6 @@ def _attention(query, key, value, chunk_size, scale, key_mask, query_mask, atten
     return tf.cast(online_attention(query, key, value), dtype)
 
 
-# Python arguments (chunk size, scale, causal) are part of the trace key; masks that are
-# None too.
+# Python arguments (chunk size, scale, mask_per_key, causal) are part of the trace key;
+# masks that are None too.
 _graph_attention = tf.function(_attention, reduce_retracing=True, autograph=False)
