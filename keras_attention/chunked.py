@@ -15,8 +15,10 @@ for each chunk it recomputes `P = exp(Q Kᵀ · scale - L)` and, with
 `dK = dSᵀ Q · scale`. Differentiating through the loop instead would keep every
 chunk's scores for the backward pass: O(T·S) again.
 
-TensorFlow backend only, in `chunked_tensorflow` (`tf.while_loop`, `tf.custom_gradient`;
-eager, `tf.function`, `jit_compile=True`), imported only when TensorFlow is the backend.
+Each Keras backend runs the loops and registers the backward pass its own way, and only
+its own module is imported: `chunked_tensorflow` (`tf.while_loop`, `tf.custom_gradient`;
+eager, `tf.function`, `jit_compile=True`), `chunked_jax` (`jax.lax.scan`,
+`jax.custom_vjp`; eager and `jax.jit`) and `chunked_torch` (`torch.autograd.Function`).
 The computation runs in float32 (also under mixed precision, like the full path's
 softmax) and the result comes back in the query's dtype.
 
@@ -32,6 +34,10 @@ from keras_attention import ops as attention_ops
 
 if keras.backend.backend() == "tensorflow":
     from keras_attention import chunked_tensorflow as _backend_chunked
+elif keras.backend.backend() == "jax":
+    from keras_attention import chunked_jax as _backend_chunked
+elif keras.backend.backend() == "torch":
+    from keras_attention import chunked_torch as _backend_chunked
 else:
     _backend_chunked = None
 
@@ -79,7 +85,7 @@ def chunked_dot_product_attention(
         )
     if _backend_chunked is None:
         raise NotImplementedError(
-            "Chunked attention runs under the TensorFlow backend; "
+            "Chunked attention runs under the TensorFlow, JAX and PyTorch backends; "
             f"received backend={keras.backend.backend()!r}."
         )
     return _backend_chunked.attention(query, key, value, chunk_size, scale, key_mask,
