@@ -4,10 +4,11 @@ decoding-step product, against NumPy."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attention import kv_cache
 from keras_attention.layers.multi_head import MultiHeadAttention
+
+from backends import BACKEND, compiled, to_numpy
 
 
 @pytest.mark.parametrize("axis", [2, 3])
@@ -45,11 +46,17 @@ def test_batched_matmul_matches_numpy(rng, queries):
 
 
 def _op_types(fn):
+    import tensorflow as tf
+
     return {op.type for op in tf.function(fn).get_concrete_function().graph.get_operations()}
 
 
+@pytest.mark.tensorflow_only
 def test_only_the_cached_decoding_step_uses_batch_mat_mul_v3(rng):
-    """The V3 product pays in cached decoding steps only (see `batched_matmul`)."""
+    """The V3 product pays in cached decoding steps only (see `batched_matmul`): a
+    TensorFlow op, read from the traced graph."""
+    import tensorflow as tf
+
     layer = MultiHeadAttention(2, 4)
     query = tf.constant(rng.normal(size=(1, 1, 8)).astype("float32"))  # one query
     value = tf.constant(rng.normal(size=(1, 5, 8)).astype("float32"))
@@ -60,25 +67,45 @@ def test_only_the_cached_decoding_step_uses_batch_mat_mul_v3(rng):
     assert "BatchMatMulV3" in step
 
 
+def _step_function(layer, jit_compile=False):
+    """`layer.call_with_cache` as a decoding step `(query, keys, values, index)`: compiled
+    by XLA (`backends.compiled`), else traced into a graph (`tf.function`, as an exported
+    decoder runs it) on TensorFlow and called eagerly on the other backends."""
+
+    def step(query, keys, values, index):
+        return layer.call_with_cache(query, keys, values, cache_index=index)
+
+    if jit_compile:
+        step = compiled(step)
+        if step is None:
+            pytest.skip("PyTorch has no XLA compilation here (backends.compiled); the eager "
+                        "steps are checked by the jit_compile=False case")
+        return step
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(step)
+    return step
+
+
 def _steps(layer, x, step):
     """`x` `(B, T, D)` one position at a time through `step` (a `call_with_cache`)."""
     keys, values = layer.empty_cache(x.shape[0], x.shape[1])
     outputs = []
     for t in range(x.shape[1]):
-        output, keys, values = step(x[:, t : t + 1], keys, values, tf.constant(t))
-        outputs.append(np.asarray(output, "float32"))
+        index = keras.ops.convert_to_tensor(t, "int32")
+        output, keys, values = step(x[:, t : t + 1], keys, values, index)
+        outputs.append(to_numpy(output).astype("float32"))
     return np.concatenate(outputs, 1)
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_cached_steps_equal_the_causal_call_compiled_or_not(rng, jit_compile):
     """The one-query products of a step (BatchMatMulV3 on TensorFlow), also under XLA."""
-    x = tf.constant(rng.normal(size=(2, 4, 8)).astype("float32"))
+    x = keras.ops.convert_to_tensor(rng.normal(size=(2, 4, 8)).astype("float32"))
     layer = MultiHeadAttention(2, 4)
-    full = np.asarray(layer(x, x, use_causal_mask=True))
-    step = tf.function(
-        lambda q, k, v, t: layer.call_with_cache(q, k, v, cache_index=t), jit_compile=jit_compile
-    )
+    full = to_numpy(layer(x, x, use_causal_mask=True))
+    step = _step_function(layer, jit_compile)
     np.testing.assert_allclose(_steps(layer, x, step), full, atol=1e-5)
 
 
@@ -88,14 +115,13 @@ def test_cached_steps_under_mixed_precision(rng, policy):
     has no kernel for mixed operands, so the product falls back to `ops.matmul`."""
     x = rng.normal(size=(2, 4, 8)).astype("float32")
     reference = MultiHeadAttention(2, 4)
-    expected = np.asarray(reference(x, x, use_causal_mask=True))
+    expected = to_numpy(reference(x, x, use_causal_mask=True))
     keras.mixed_precision.set_global_policy(policy)
     try:
         layer = MultiHeadAttention(2, 4)
         layer(x, x)
         layer.set_weights(reference.get_weights())
-        step = tf.function(lambda q, k, v, t: layer.call_with_cache(q, k, v, cache_index=t))
-        steps = _steps(layer, tf.constant(x), step)
+        steps = _steps(layer, keras.ops.convert_to_tensor(x), _step_function(layer))
     finally:
         keras.mixed_precision.set_global_policy("float32")
     np.testing.assert_allclose(steps, expected, atol=5e-2)
