@@ -5,6 +5,7 @@ Keras picks its backend once per process, so each backend's run is a fresh pytes
 """
 
 import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -12,6 +13,8 @@ import subprocess
 import sys
 
 import pytest
+
+import zoo
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -42,3 +45,32 @@ def test_layer_library_and_families_under_torch():
                     ".venv/bin/pip install torch==2.13.0 (the CPU build among this machine's "
                     "wheels), then make test-torch; the JAX run covers the same tests")
     _run_suite("torch")
+
+
+@pytest.mark.slow
+def test_the_zoo_trains_on_jax_without_tensorflow_and_its_keras_file_loads_here(tmp_path):
+    """`import zoo`, `zoo.list/describe/get` and `fit` under DataParallel with TensorFlow
+    unimportable; the `.keras` file it saves loads under TensorFlow with its outputs."""
+    import keras
+    import numpy as np
+
+    env = {**os.environ, "KERAS_BACKEND": "jax",
+           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
+                        "--xla_force_host_platform_device_count=2".strip()}
+    result = subprocess.run([sys.executable, str(TESTS / "jax_without_tensorflow.py"), str(tmp_path)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["backend"] == "jax" and report["devices"] == 2
+    assert report["distribution"] == "DataParallel"
+    assert report["tensorflow_modules"] == []
+    assert sorted(report["described"]) == sorted(zoo.list())
+    assert set(report["built"]) == {"transformer-tiny", "seq2seq-bahdanau-small",
+                                    "convs2s-small", "vit-tiny"}
+    for name, losses in report["losses"].items():
+        assert len(losses) == 3 and all(np.isfinite(losses)), (name, losses)
+    model = keras.saving.load_model(tmp_path / "transformer.keras")
+    inputs = dict(np.load(tmp_path / "inputs.npz"))
+    expected = np.load(tmp_path / "outputs.npy")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(inputs, training=False)),
+                               expected, rtol=1e-4, atol=1e-4)

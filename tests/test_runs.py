@@ -366,7 +366,7 @@ class _NumberTokenizer:
 
 def test_padded_sources_are_the_ragged_encoding_padded_with_the_tokenizers_ids():
     tokenizer = _NumberTokenizer()
-    ragged = text.special.encode_sources(tokenizer, tf.constant(["4 5 6 8", "8"]), 3, end_id=7)
+    ragged = text.ids.encode_sources(tokenizer, tf.constant(["4 5 6 8", "8"]), 3, end_id=7)
     assert ragged.to_list() == [[4, 5, 7], [8, 7]]  # cut to max_length - 1, then [END]
     padded = runs.padded_sources(tokenizer, ["4 5 6 8", "8"], max_length=3)
     np.testing.assert_array_equal(padded.numpy(), [[4, 5, 7], [8, 7, 9]])

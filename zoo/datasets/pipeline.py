@@ -34,7 +34,8 @@ import tensorflow as tf
 
 from keras_attention.checks import check_int
 from zoo.datasets.copy_examples import copy_teacher_forcing
-from zoo.text.special import encode_sources, special_ids
+from zoo.text.ids import encode_sources
+from zoo.text.special import special_ids
 
 
 def _check_pairs(pairs):

@@ -22,7 +22,8 @@ import tensorflow as tf
 
 from zoo import decode
 from zoo.decode import sampling
-from zoo.text.special import encode_sources, special_ids
+from zoo.text.ids import encode_sources
+from zoo.text.special import special_ids
 
 # XLA exports: the narrowest source bucket (tokens + [END]).
 MIN_BUCKET = 8

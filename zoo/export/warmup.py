@@ -26,7 +26,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
 from zoo.errors import ZooError
-from zoo.text.special import encode_sources
+from zoo.text.ids import encode_sources
 
 FILENAME = "tf_serving_warmup_requests"  # the name TF Serving looks for in assets.extra/
 WORD = "a"  # repeated to make a source of each length: one token or a few per word

@@ -11,20 +11,20 @@ from zoo.errors import ZooError
 from zoo.runs.imported import decoding_options
 from zoo.runs.rundir import as_run
 from zoo.text import copying
-from zoo.text import special as tokens
+from zoo.text.ids import encode_sources
 from zoo.text.special import special_ids
 
 
 def padded_sources(tokenizer, sentences, max_length):
     """Sentences -> int32 `(B, S)` encoder input as in training: ids, `[END]`, padding.
 
-    The dense, padded form of `zoo.text.special.encode_sources` (ragged `(B, (S))`),
+    The dense, padded form of `zoo.text.ids.encode_sources` (ragged `(B, (S))`),
     with the tokenizer's own end and padding ids when it has them (Marian's `</s>`,
     `<pad>`).
     """
     ids = special_ids(tokenizer)
-    return tokens.encode_sources(tokenizer, tf.constant(list(sentences), tf.string), max_length,
-                                 end_id=ids["end"]).to_tensor(default_value=ids["pad"])  # (B, S)
+    return encode_sources(tokenizer, tf.constant(list(sentences), tf.string), max_length,
+                          end_id=ids["end"]).to_tensor(default_value=ids["pad"])  # (B, S)
 
 
 def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_length=None,

@@ -160,7 +160,7 @@ def extend_targets(labels, texts, slots, target_size):
 def encode_copy_sources(tokenizer, table, target_size, strings, max_length, end_id=END_ID):
     """Strings `(B,)` -> `(source, extended, slots)`, dense `(B, S)` each, `S <= max_length`.
 
-    The source ids as `zoo.text.special.encode_sources` makes them (tokens cut to
+    The source ids as `zoo.text.ids.encode_sources` makes them (tokens cut to
     `max_length - 1`, then `end_id`, padded with 0), their extended ids and the OOV
     slots' texts (`extend_sources`).
     """

@@ -1,8 +1,10 @@
-"""Token ids on their way back to text, shared by every tokenizer of the zoo.
+"""Token ids from and back to text, shared by every tokenizer of the zoo.
 
-`clean_ids` cuts generated ids at `[END]` and drops `[PAD]`/`[START]`;
-`lookup_ids` reads ids as a vocabulary's tokens. `ID_SPECS` are the id types
-`detokenize` and `lookup` take.
+`encode_sources` makes a sentence's source ids: its tokens, cut to `max_length - 1`,
+then `[END]` (`zoo.datasets.pipeline` in training, `zoo.export` in the SavedModel,
+`zoo.runs` in `translate`). `clean_ids` cuts generated ids at `[END]` and drops
+`[PAD]`/`[START]`; `lookup_ids` reads ids as a vocabulary's tokens. `ID_SPECS` are
+the id types `detokenize` and `lookup` take.
 """
 
 import tensorflow as tf
@@ -47,3 +49,14 @@ def lookup_ids(vocab, ids):
     return gather(ids)
 
 
+def encode_sources(tokenizer, text, max_length, end_id=END_ID):
+    """Strings `(B,)` -> source ids, ragged int32 `(B, (S))`, `S <= max_length`.
+
+    The tokens of each string, cut to `max_length - 1`, then `[END]` (or the
+    tokenizer's own end id, e.g. Marian's `</s>`); `.to_tensor()` (0 =
+    `[PAD]`, or the tokenizer's pad id) makes the `(B, S)` encoder input, as
+    `zoo.runs.padded_sources` does.
+    """
+    ids = tf.cast(tokenizer.tokenize(text), tf.int32)[:, : max_length - 1]  # (B, (S - 1))
+    end = tf.fill([tf.shape(text)[0], 1], tf.constant(end_id, tf.int32))
+    return tf.concat([ids, end], axis=1)  # (B, (S))

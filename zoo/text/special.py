@@ -8,8 +8,6 @@ Marian model's, or these), and how a sentence becomes source ids: its tokens, cu
 the SavedModel, `zoo.runs` in `translate`).
 """
 
-import tensorflow as tf
-
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
 START_TOKEN = "[START]"
@@ -34,16 +32,3 @@ def special_ids(tokenizer):
     own = getattr(tokenizer, "special_ids", None) or {}
     return {"pad": own.get("pad", PAD_ID), "start": own.get("start", START_ID),
             "end": own.get("end", END_ID)}
-
-
-def encode_sources(tokenizer, text, max_length, end_id=END_ID):
-    """Strings `(B,)` -> source ids, ragged int32 `(B, (S))`, `S <= max_length`.
-
-    The tokens of each string, cut to `max_length - 1`, then `[END]` (or the
-    tokenizer's own end id, e.g. Marian's `</s>`); `.to_tensor()` (0 =
-    `[PAD]`, or the tokenizer's pad id) makes the `(B, S)` encoder input, as
-    `zoo.runs.padded_sources` does.
-    """
-    ids = tf.cast(tokenizer.tokenize(text), tf.int32)[:, : max_length - 1]  # (B, (S - 1))
-    end = tf.fill([tf.shape(text)[0], 1], tf.constant(end_id, tf.int32))
-    return tf.concat([ids, end], axis=1)  # (B, (S))
