@@ -68,6 +68,7 @@ __all__ = [
     "TransformerEncoderBlock",
     "TransformerSchedule",
     "additive_scores",
+    "backends",
     "causal_mask",
     "chunked",
     "chunked_dot_product_attention",

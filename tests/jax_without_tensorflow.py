@@ -21,7 +21,7 @@ class _NoTensorFlow(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
-            raise ModuleNotFoundError(f"No module named {name!r}")
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
 
@@ -34,7 +34,7 @@ import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-import keras_attention  # noqa: E402, F401
+import keras_attention  # noqa: E402
 import zoo  # noqa: E402
 
 SMALLEST = {
@@ -76,6 +76,10 @@ def main(out):
     batch = {key: value[:4] for key, value in inputs.items()}
     np.savez(out / "inputs.npz", **batch)
     np.save(out / "outputs.npy", keras.ops.convert_to_numpy(transformer(batch, training=False)))
+    try:
+        zoo.export(transformer, out / "export")
+    except keras_attention.backends.BackendError as error:
+        report["export"] = str(error)
     report["tensorflow_modules"] = sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow")
     (out / "report.json").write_text(json.dumps(report, indent=1))
 

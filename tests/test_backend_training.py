@@ -119,6 +119,22 @@ def test_fit_trains_three_epochs_on_numpy_arrays(name):
     assert len(losses) == 3 and np.all(np.isfinite(losses)), losses
 
 
+@pytest.mark.skipif(BACKEND == "tensorflow", reason="checks the refusals under JAX and PyTorch")
+def test_tensorflow_only_features_name_the_backend_they_need(tmp_path):
+    from keras_attention.backends import BackendError
+    from zoo.decode import greedy_decode
+    from zoo.export import export
+
+    model = zoo.get("transformer-tiny", **FAMILIES["transformer-tiny"])
+    with pytest.raises(BackendError, match=rf"^zoo export needs the TensorFlow backend: "
+                       rf"KERAS_BACKEND=tensorflow \(this process runs Keras on {BACKEND}\)\.$"):
+        export(model, tmp_path / "export")
+    with pytest.raises(BackendError, match="needs the TensorFlow backend: KERAS_BACKEND=tensorflow"):
+        greedy_decode(model, np.ones((1, 4), "int32"), max_length=4)
+    with pytest.raises(BackendError, match="on JAX, call keras.distribution.set_distribution"):
+        zoo.get("vit-tiny", strategy="mirrored")
+
+
 def _host_devices():
     import jax
 

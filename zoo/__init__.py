@@ -14,6 +14,7 @@
 
 import importlib
 
+from keras_attention import backends
 from zoo import convs2s, families, moved, registry, seq2seq, transformer, vit
 from zoo.description import Description, describe
 from zoo.errors import ZooError
@@ -45,10 +46,21 @@ _LAZY = {
 
 
 def __getattr__(name):
-    if name == "hypermodel":  # the function, not its module
-        return importlib.import_module("zoo.tuning").hypermodel
-    if name in _LAZY:
-        return importlib.import_module(_LAZY[name])
+    try:
+        if name == "hypermodel":  # the function, not its module
+            return importlib.import_module("zoo.tuning").hypermodel
+        if name in _LAZY:
+            return importlib.import_module(_LAZY[name])
+    except ModuleNotFoundError as error:
+        # `decode`, `export`, `runs` and `tuning` are TensorFlow code (tf.data, tokenizers,
+        # decoding loops, SavedModel): where it is not installed, one line says so.
+        if error.name not in ("tensorflow", "tensorflow_text"):
+            raise
+        raise backends.BackendError(
+            f"zoo.{name} needs TensorFlow, which is not installed: pip install "
+            "tensorflow==2.21.* tensorflow-text==2.21.* (the layers, zoo.get and model.fit "
+            "need neither)."
+        ) from None
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")
 
 

@@ -54,7 +54,7 @@ import weakref
 
 import tensorflow as tf
 
-from keras_attention import checks
+from keras_attention import backends, checks
 from zoo.decode import copy_steps, hf_beam, sampling
 from zoo.decode import loops as decode_loops
 from zoo.decode import steps as decode_steps
@@ -217,6 +217,7 @@ def _run(model, source, max_length, jit_compile, *args):
     """Run `_decode` in a `tf.function` of its own per model (XLA-compiled with
     `jit_compile`), or, inside a caller's `tf.function` without `jit_compile`, build
     the loop right into the caller's graph (an export signature, an XLA function)."""
+    backends.require_tensorflow("zoo's decoding (greedy_decode, beam_search)")
     check_jit_length(max_length, jit_compile)
     if tf.inside_function() and not jit_compile:
         return _decode(model, source, max_length, *args)

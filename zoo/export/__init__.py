@@ -94,6 +94,7 @@ import types
 import keras
 import tensorflow as tf
 
+from keras_attention import backends
 from keras_attention.checks import check_int
 from zoo import families, files
 from zoo.errors import ZooError
@@ -226,6 +227,7 @@ def export(
         ValueError: `obj` is not a zoo model, or arguments do not fit it.
         FileExistsError: `<path>/<version>` exists.
     """
+    backends.require_tensorflow("zoo export")
     if isinstance(obj, (str, os.PathLike)):
         if not str(obj).endswith(".keras"):
             raise ZooError(f"export: a path `obj` must be a .keras file; received {obj!r}.")

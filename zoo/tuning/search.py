@@ -7,6 +7,7 @@ import pathlib
 import keras_tuner
 import tensorflow as tf
 
+from keras_attention import backends
 from keras_attention.checks import check_positive_int
 from zoo import distribute, files
 from zoo.errors import ZooError
@@ -186,6 +187,7 @@ def tune(
     Returns:
         A `TuneResult`.
     """
+    backends.require_tensorflow("zoo tune")
     x, y = _split_data(data)
     _check_tune_inputs(x, fixed, objective, validation_data, validation_split)
     model = hypermodel(name, space=space, **fixed)
