@@ -10,10 +10,12 @@ zero-argument factory, runs them on example inputs and checks:
 2. a functional `keras.Model` holding the layer, saved to `.keras` and loaded
    with `safe_mode=True`, gives identical outputs;
 3. symbolic (functional) and eager calls agree, in values and in shape;
-4. a training step (GradientTape through the functional model, `training=True`)
-   gives finite, non-zero gradients for every trainable weight and float input,
-   and one SGD step moves every weight;
-5. a call inside `tf.function(jit_compile=True)` matches the eager call;
+4. a training step (`backends.gradients` through the functional model,
+   `training=True`) gives finite, non-zero gradients for every trainable weight
+   and float input, and one SGD step moves every weight;
+5. a call compiled by the backend's XLA (`backends.compiled`:
+   `tf.function(jit_compile=True)`, `jax.jit`) matches the eager call; under
+   PyTorch, which has no XLA compilation here, this check alone is skipped;
 6. a fresh layer built under `"mixed_float16"` and `"mixed_bfloat16"` returns
    finite outputs in the compute dtype and keeps float32 variables.
 
@@ -29,7 +31,8 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+import backends
 
 
 class _Inputs:
@@ -125,7 +128,9 @@ def check_save_and_load(make_layer, inputs, tmp_dir):
     assert loaded_layer.get_config() == layer.get_config()
     assert len(loaded_layer.weights) == len(layer.weights)
     for saved, original in zip(loaded_layer.weights, layer.weights):
-        np.testing.assert_array_equal(saved.numpy(), original.numpy(), err_msg=original.path)
+        np.testing.assert_array_equal(
+            backends.to_numpy(saved), backends.to_numpy(original), err_msg=original.path
+        )
     assert_outputs_close(loaded(inputs.tensors()), expected, ".keras save/load", rtol=0, atol=0)
 
 
@@ -154,45 +159,59 @@ def check_training_step(make_layer, inputs, allow_zero_gradients=()):
     layer = make_layer()
     model = functional_model(layer, inputs)
     tensors = inputs.tensors()
-    float_inputs = [tensors[n] for n in inputs.float_names()]
+    float_names = inputs.float_names()
     rng = np.random.default_rng(0)
-    with tf.GradientTape() as tape:
-        tape.watch(float_inputs)
-        outputs = [o for o in keras.tree.flatten(model(tensors, training=True)) if _is_float(o)]
+    projections = []  # drawn at the first call, in the order of the outputs
+
+    def loss(*float_inputs):
+        outputs = [
+            o
+            for o in keras.tree.flatten(
+                model({**tensors, **dict(zip(float_names, float_inputs))}, training=True)
+            )
+            if _is_float(o)
+        ]
         assert outputs, "the layer has no float output to train"
-        loss = sum(
-            keras.ops.sum(o * rng.standard_normal(tuple(o.shape)).astype("float32"))
-            for o in outputs
-        )
+        if not projections:
+            projections.extend(
+                rng.standard_normal(tuple(o.shape)).astype("float32") for o in outputs
+            )
+        return sum(keras.ops.sum(keras.ops.multiply(o, p)) for o, p in zip(outputs, projections))
+
     weights = list(layer.trainable_weights)
-    names = [w.path for w in weights] + [f"input {n}" for n in inputs.float_names()]
+    names = [w.path for w in weights] + [f"input {n}" for n in float_names]
     assert names, "nothing to differentiate: no trainable weight and no float input"
     if not weights:
         assert not layer.weights, "the layer has weights but none is trainable"
-    gradients = tape.gradient(loss, weights + float_inputs)
+    _, gradients = backends.gradients(loss, [tensors[n] for n in float_names], weights)
     for name, gradient in zip(names, gradients):
         assert gradient is not None, f"no gradient for {name}"
-        gradient = keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(gradient))
         assert np.all(np.isfinite(gradient)), f"non-finite gradient for {name}"
         if not any(allowed in name for allowed in allow_zero_gradients):
             assert np.any(gradient != 0), f"zero gradient for {name}"
     if weights:
-        before = [np.array(w.numpy()) for w in weights]
-        keras.optimizers.SGD(0.1).apply_gradients(zip(gradients[: len(weights)], weights))
+        before = [backends.to_numpy(w) for w in weights]
+        steps = [keras.ops.convert_to_tensor(g) for g in gradients[: len(weights)]]
+        keras.optimizers.SGD(0.1).apply_gradients(zip(steps, weights))
         for weight, old in zip(weights, before):
             if not any(allowed in weight.path for allowed in allow_zero_gradients):
-                assert not np.array_equal(old, weight.numpy()), f"{weight.path} did not move"
+                assert not np.array_equal(old, backends.to_numpy(weight)), (
+                    f"{weight.path} did not move"
+                )
 
 
 def check_jit_matches_eager(make_layer, inputs, rtol=1e-4, atol=1e-5):
+    """The call compiled by the backend's XLA (`backends.compiled`) matches the eager call.
+
+    Skipped under PyTorch (`backends.compiled` is None there: no XLA compilation); the
+    other checks still run.
+    """
     layer = make_layer()
+    compiled = backends.compiled(lambda tensors: inputs.call(layer, tensors))
+    if compiled is None:
+        return
     tensors = inputs.tensors()
     eager = inputs.call(layer, tensors)
-
-    @tf.function(jit_compile=True)
-    def compiled(tensors):
-        return inputs.call(layer, tensors)
-
     assert_outputs_close(compiled(tensors), eager, "jit_compile vs eager", rtol=rtol, atol=atol)
 
 

@@ -11,11 +11,12 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_attention as ka
 
-from layer_checks import run_layer_checks  # pytest puts tests/ (no __init__.py) on sys.path
+# pytest puts tests/ (no __init__.py) on sys.path
+import backends
+from layer_checks import run_layer_checks
 
 B, L, D = 2, 5, 8
 
@@ -30,6 +31,16 @@ def _mask(*rows):
 
 def _np(x):
     return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+def _traced(fn):
+    """`fn` traced with symbolic arguments, as in a compiled decoding step: a TensorFlow graph
+    (`tf.function`), `jax.jit`; PyTorch runs it eagerly (its tensors are never symbolic)."""
+    if backends.BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn)
+    return backends.compiled(fn) or fn
 
 
 # === The shared layer check on every public layer ===
@@ -431,8 +442,9 @@ def test_sinusoidal_incremental_matches_full():
         step = _np(layer(x[:, t : t + 1], start_index=t))
         np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-6)
     # A tensor start_index inside a compiled decoding step gives the same.
-    step_fn = tf.function(lambda x, t: layer(x, start_index=t))
-    np.testing.assert_allclose(_np(step_fn(x[:, 4:7], tf.constant(4))), full[:, 4:7], atol=1e-6)
+    step_fn = _traced(lambda x, t: layer(x, start_index=t))
+    start = keras.ops.convert_to_tensor(4, "int32")
+    np.testing.assert_allclose(_np(step_fn(x[:, 4:7], start)), full[:, 4:7], atol=1e-6)
 
 
 def test_sinusoidal_relative_position_is_a_rotation():
@@ -454,6 +466,13 @@ def test_sinusoidal_lengths_unknown_at_build_time():
     for length in (3, 11):
         out = _np(model(np.zeros((2, length, 6), "float32")))
         np.testing.assert_allclose(out[1], np_sinusoidal(length, 6), atol=2e-6)
+
+
+@pytest.mark.tensorflow_only
+def test_sinusoidal_traced_with_unknown_lengths():
+    """A TensorFlow graph traced for any batch and length (`input_signature`), as an export."""
+    import tensorflow as tf
+
     traced = tf.function(
         ka.SinusoidalPositionalEncoding(), input_signature=[tf.TensorSpec((None, None, 6))]
     )
@@ -531,7 +550,7 @@ def test_implicit_mask_from_embedding_equals_explicit_padding_mask():
     randomize_weights(encoder)
 
     embedded = embedding(IDS)
-    unmasked = tf.identity(embedded)  # drops the Keras mask
+    unmasked = keras.ops.copy(embedded)  # drops the Keras mask
     assert getattr(unmasked, "_keras_mask", None) is None
     explicit = _np(encoder(unmasked, padding_mask=IDS != 0))
     no_mask = _np(encoder(unmasked))
@@ -661,7 +680,7 @@ def test_decoder_block_ignores_padded_encoder_positions():
     embedding = ka.TokenAndPositionEmbedding(10, 8, D, mask_zero=True)
     encoded = embedding(IDS)
     implicit = _np(block(y, encoded))
-    explicit = _np(block(y, tf.identity(encoded), encoder_padding_mask=IDS != 0))
+    explicit = _np(block(y, keras.ops.copy(encoded), encoder_padding_mask=IDS != 0))
     np.testing.assert_allclose(implicit, explicit, atol=1e-5)
 
 
@@ -828,16 +847,17 @@ def test_bahdanau_value_mask():
 
 def test_bahdanau_all_masked_gives_zeros():
     layer = ka.BahdanauAttention(units=6)
-    query, value = tf.constant(_x(B, 7)), tf.constant(_x(B, L, 4, seed=1))
+    query, value = _x(B, 7), _x(B, L, 4, seed=1)
     nothing = np.zeros((B, L), bool)
-    with tf.GradientTape() as tape:
-        tape.watch([query, value])
-        context, weights = layer(query, value, value_mask=nothing, return_attention_scores=True)
-        total = tf.reduce_sum(context)
+    context, weights = layer(query, value, value_mask=nothing, return_attention_scores=True)
     np.testing.assert_array_equal(_np(context), 0.0)
     np.testing.assert_array_equal(_np(weights), 0.0)
-    for gradient in tape.gradient(total, [query, value] + layer.trainable_weights):
-        assert np.all(np.isfinite(_np(gradient)))
+    _, grads = backends.gradients(
+        lambda query, value: keras.ops.sum(layer(query, value, value_mask=nothing)),
+        [query, value], layer.trainable_weights,
+    )
+    for gradient in grads:
+        assert np.all(np.isfinite(gradient))
 
 
 def test_bahdanau_projected_key_gives_identical_results():
@@ -913,7 +933,7 @@ def test_transformer_schedule_config_and_optimizer():
         assert float(_np(optimizer.learning_rate)) == pytest.approx(
             np_schedule(iteration + 1, 32, 10, 0.5), rel=1e-5
         )
-        optimizer.apply_gradients([(np.ones(3, "float32"), variable)])
+        optimizer.apply_gradients([(keras.ops.ones(3, "float32"), variable)])
     copy = keras.optimizers.Adam.from_config(optimizer.get_config())  # a fresh optimizer
     assert float(_np(copy.learning_rate)) == pytest.approx(np_schedule(1, 32, 10, 0.5), rel=1e-5)
 
@@ -1134,9 +1154,10 @@ def test_tiny_transformer_learns_to_copy():
     inputs = (source, decoder_input)
     initial = model.evaluate(inputs, source, batch_size=batch, verbose=0)
     # 150 steps on the one batch, in one epoch (not 150 epochs of one step: each epoch
-    # costs a fresh iterator and the callbacks' work).
-    model.fit(tf.data.Dataset.from_tensors((inputs, source)).repeat(), steps_per_epoch=150,
-              epochs=1, verbose=0)
+    # costs a fresh iterator and the callbacks' work): the batch repeated, in order.
+    steps = 150
+    repeated = tuple(np.tile(array, (steps, 1)) for array in (*inputs, source))
+    model.fit(repeated[:2], repeated[2], batch_size=batch, shuffle=False, epochs=1, verbose=0)
     final = model.evaluate(inputs, source, batch_size=batch, verbose=0)
     assert final <= 0.1 * initial, (initial, final)
 
