@@ -8,13 +8,14 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attention.layers.multi_head import (
     KERAS_WEIGHT_MAP,
     MultiHeadAttention,
     copy_keras_weights,
 )
+
+import backends
 
 ATOL = 1e-5
 
@@ -25,7 +26,23 @@ ALL_SCORINGS = ["scaled_dot", "dot", "additive"]
 
 
 def to_numpy(x):
-    return keras.ops.convert_to_numpy(x)
+    return backends.to_numpy(x)
+
+
+def traced(fn, jit_compile=False):
+    """`fn` compiled by XLA (`backends.compiled`; the test is skipped under PyTorch, which has
+    none here), or else traced into a TensorFlow graph (`tf.function`) on TensorFlow and
+    called eagerly on the other backends."""
+    if jit_compile:
+        compiled = backends.compiled(fn)
+        if compiled is None:
+            pytest.skip("PyTorch has no XLA compilation here (backends.compiled)")
+        return compiled
+    if backends.BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn)
+    return fn
 
 
 def randn(rng, *shape):
@@ -51,11 +68,24 @@ def keras_pair(
         num_heads, key_dim, value_dim=value_dim, output_shape=output_dim
     )
     ours = MultiHeadAttention(num_heads, key_dim, value_dim=value_dim, output_dim=output_dim)
-    reference(query, value, key=key)
+    keras_call(reference, query, value, key=key)
     ours(query, value, key=key)
     randomize(reference, rng)
     copy_keras_weights(ours, reference)
     return ours, reference
+
+
+def keras_call(reference, *args, **kwargs):
+    """`reference(*args, **kwargs)` for a `keras.layers.MultiHeadAttention`, without its weights.
+
+    Under JAX with `value_dim != key_dim`, through the path that returns the weights: Keras's
+    fused path (`ops.dot_product_attention`) fails there, as `jax.nn.dot_product_attention`
+    takes keys and values of one head size and Keras's fallback reshapes the output to the
+    query's shape (Keras 3.15, jax 0.10).
+    """
+    if backends.BACKEND == "jax" and reference.value_dim != reference.key_dim:
+        return reference(*args, return_attention_scores=True, **kwargs)[0]
+    return reference(*args, **kwargs)
 
 
 def built_layer(rng, query, value, key=None, **kwargs):
@@ -111,13 +141,13 @@ def assert_matches_keras(ours, reference, *args, ours_kwargs=None, keras_kwargs=
     )
     np.testing.assert_allclose(to_numpy(ours_output), to_numpy(keras_output), atol=ATOL)
     np.testing.assert_allclose(to_numpy(ours_weights), to_numpy(keras_weights), atol=ATOL)
-    # Without the weights Keras takes its fused path (`ops.dot_product_attention`), which
-    # gives a query with no allowed key a uniform average instead of zero weights; compare
-    # the rows that have at least one key.
+    # Without the weights Keras takes its fused path (`ops.dot_product_attention`; not under
+    # JAX with value_dim != key_dim: `keras_call`), which gives a query with no allowed key a
+    # uniform average instead of zero weights; compare the rows that have at least one key.
     attends = ~np.all(to_numpy(keras_weights) == 0.0, axis=(1, 3))  # (B, T)
     np.testing.assert_allclose(
         to_numpy(ours(*args, **kwargs, **(ours_kwargs or {})))[attends],
-        to_numpy(reference(*args, **kwargs, **(keras_kwargs or {})))[attends],
+        to_numpy(keras_call(reference, *args, **kwargs, **(keras_kwargs or {})))[attends],
         atol=ATOL,
     )
     return to_numpy(ours_output), to_numpy(ours_weights)
@@ -299,22 +329,24 @@ def test_explicit_attention_mask_matches_keras(rng):
 
 
 def test_gradients_match_keras(rng):
-    query = tf.constant(randn(rng, 2, 3, 8))
-    value = tf.constant(randn(rng, 2, 4, 6))
+    query = randn(rng, 2, 3, 8)
+    value = randn(rng, 2, 4, 6)
     ours, reference = keras_pair(rng, query, value, value_dim=5, output_dim=7)
     upstream = randn(rng, 2, 3, 7)
     mask = np.array([[True, True, True, False], [True, True, False, False]])
 
-    def gradients(layer, weights):
-        with tf.GradientTape() as tape:
-            tape.watch([query, value])
-            loss = tf.reduce_sum(layer(query, value, value_mask=mask) * upstream)
-        return tape.gradient(loss, [query, value, *weights])
+    def gradients(call, weights):
+        def loss(query, value):
+            return keras.ops.sum(keras.ops.multiply(call(query, value, value_mask=mask), upstream))
+
+        return backends.gradients(loss, [query, value], weights)[1]
 
     ours_weights = [getattr(ours, name) for name in KERAS_WEIGHT_MAP]
     keras_weights = [getattr(getattr(reference, s), v) for s, v in KERAS_WEIGHT_MAP.values()]
     for ours_grad, keras_grad in zip(
-        gradients(ours, ours_weights), gradients(reference, keras_weights), strict=True
+        gradients(ours, ours_weights),
+        gradients(lambda *args, **kwargs: keras_call(reference, *args, **kwargs), keras_weights),
+        strict=True,
     ):
         np.testing.assert_allclose(to_numpy(ours_grad), to_numpy(keras_grad), atol=1e-4)
 
@@ -584,12 +616,12 @@ def test_xla_matches_eager(rng, scoring):
     def forward(q, v, m):
         return layer(q, v, value_mask=m, use_causal_mask=True, return_attention_scores=True)
 
-    compiled = tf.function(forward, jit_compile=True)
+    compiled = traced(forward, jit_compile=True)
     for got, want in zip(compiled(query, value, mask), forward(query, value, mask), strict=True):
         np.testing.assert_allclose(to_numpy(got), to_numpy(want), atol=ATOL)
     # Self-attention (the fused projection) compiles too.
     np.testing.assert_allclose(
-        to_numpy(tf.function(lambda x: layer(x, x), jit_compile=True)(query)),
+        to_numpy(traced(lambda x: layer(x, x), jit_compile=True)(query)),
         to_numpy(layer(query, query)),
         atol=ATOL,
     )
@@ -599,13 +631,13 @@ def test_xla_matches_eager(rng, scoring):
 def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
     # One query (T = 1): the same outputs, weights and gradients as that row of a
     # longer query. (Cached decoding steps: tests/test_kv_cache.py.)
-    query, value = tf.constant(randn(rng, 2, 3, 8)), tf.constant(randn(rng, 2, 5, 8))
+    query = keras.ops.convert_to_tensor(randn(rng, 2, 3, 8))
+    value = keras.ops.convert_to_tensor(randn(rng, 2, 5, 8))
     mask = np.array([[True] * 5, [True, True, False, False, False]])
     layer = built_layer(rng, query, value)
     full, full_weights = layer(query, value, value_mask=mask, return_attention_scores=True)
-    forward = tf.function(
-        lambda q: layer(q, value, value_mask=mask, return_attention_scores=True),
-        jit_compile=jit_compile,
+    forward = traced(
+        lambda q: layer(q, value, value_mask=mask, return_attention_scores=True), jit_compile
     )
     for t in range(3):
         output, weights = forward(query[:, t : t + 1])
@@ -615,10 +647,10 @@ def test_single_query_matches_the_row_of_a_longer_query(rng, jit_compile):
         )
 
     def gradients(q, rows):
-        with tf.GradientTape() as tape:
-            tape.watch([q, value])
-            loss = tf.reduce_sum(layer(q, value, value_mask=mask)[:, :rows] ** 2)
-        return tape.gradient(loss, [value, *layer.trainable_weights])
+        def loss(value):
+            return keras.ops.sum(keras.ops.square(layer(q, value, value_mask=mask)[:, :rows]))
+
+        return backends.gradients(loss, [value], layer.trainable_weights)[1]
 
     for one, longer in zip(gradients(query[:, :1], 1), gradients(query, 1), strict=True):
         np.testing.assert_allclose(to_numpy(one), to_numpy(longer), atol=1e-5)
@@ -634,7 +666,7 @@ def test_single_query_under_mixed_precision(rng, policy, tolerance):
         layer = MultiHeadAttention(2, 4)
         layer(query, value)
         layer.set_weights(reference.get_weights())
-        output = tf.function(layer)(query, value)
+        output = traced(layer)(query, value)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     np.testing.assert_allclose(
