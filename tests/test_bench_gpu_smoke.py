@@ -99,6 +99,7 @@ def test_bench_gpu_dry_run_writes_the_json_and_the_table(tmp_path):
     assert "| vit-b16 training, images/s | 4 |" in table
     assert "dry run" in table and "Goal vit-b16 MFU >= 40%" in table
     assert results["processes"]["jax"]["returncode"] == 0
-    # Each part says what it took; the whole dry run stays short (about 25 s on 2 idle cores).
+    # Each part says what it took; the whole dry run stays short: about 25 s on 2 idle cores
+    # without the PyTorch rows, 50 s with a load of 6 (a full-size run would take hours).
     assert "vit (Keras): part took" in result.stdout
-    assert seconds < 120, seconds
+    assert seconds < 150, seconds
