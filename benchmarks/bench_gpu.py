@@ -861,9 +861,14 @@ def table(results):
     ]
     peak = results.get("peak")
     if peak:
+        datasheet = next((rate for chip, rate in DATASHEET_BF16_TFLOPS.items()
+                          if chip in (machine_.get("gpu") or "")), None)
+        of_datasheet = (f", {peak['tflops'] / datasheet:.0%} of the datasheet's dense bf16 "
+                        f"{datasheet:.0f}" if datasheet else "")
         lines += ["", f"Peak: {peak['n']}³ bf16 matmul through `jax.jit`, **{tflops(peak['tflops'])} "
-                  f"TFLOP/s** (median of {len(peak['group_seconds'])} groups of {peak['calls']}); "
-                  "MFU = the analytic model FLOPs per second (the script's docstring) / this peak."]
+                  f"TFLOP/s** (median of {len(peak['group_seconds'])} groups of {peak['calls']}"
+                  f"{of_datasheet}); MFU = the analytic model FLOPs per second (the script's "
+                  "docstring) / this peak."]
     compiled = "torch.compile" if torch_info.get("compile", True) else "eager"
     lines += ["", "| workload | batch | zoo: Keras on JAX (XLA, mixed_bfloat16) | PyTorch "
               f"({compiled}, bf16 autocast) | zoo / PyTorch | MFU zoo | MFU PyTorch |",
