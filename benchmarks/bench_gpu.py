@@ -109,6 +109,7 @@ import argparse
 import datetime
 import gc
 import importlib.abc
+import importlib.util
 import json
 import os
 import platform
@@ -548,11 +549,12 @@ def keras_transformer(args, sizes):
 
 
 def torch_child(args):
-    missing = [name for name in ("torch", "timm", "transformers") if not _importable(name)]
+    problems = [problem for problem in map(import_problem, ("torch", "timm", "transformers"))
+                if problem]
     results = read_results(args.out)
-    if missing:
-        reason = (f"{', '.join(missing)} not installed: the PyTorch rows need torch, timm and "
-                  f"transformers, the bench extra ({BENCH_EXTRA})")
+    if problems:
+        reason = (f"{'; '.join(problems)}: the PyTorch rows need torch, timm and transformers, "
+                  f"the bench extra ({BENCH_EXTRA})")
         for part in args.parts:
             update_results(args.out, f"{part}_torch", dict(skipped=reason))
         print(f"PyTorch rows skipped: {reason}", flush=True)
@@ -593,12 +595,16 @@ def torch_child(args):
     return run_parts(args, "torch", measure, needed_seconds=0 if args.dry_run else 60)
 
 
-def _importable(name):
+def import_problem(name):
+    """None where `import name` works, else why not: not installed, or its error (timm
+    with a torchvision built for another torch, say)."""
+    if importlib.util.find_spec(name) is None:
+        return f"{name} not installed"
     try:
         __import__(name)
-    except Exception:  # noqa: BLE001 - any failure to import means the rows cannot run
-        return False
-    return True
+    except Exception as error:  # noqa: BLE001 - any failure to import means the rows cannot run
+        return f"{name} installed but not importable ({type(error).__name__}: {one_line(error, 120)})"
+    return None
 
 
 def torch_train_rates(model, loss_fn, optimizer, device, steps, rounds, warmup_steps,

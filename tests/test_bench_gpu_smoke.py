@@ -84,7 +84,9 @@ def test_bench_gpu_dry_run_writes_the_json_and_the_table(tmp_path):
         assert 0 < row["keras_mfu"] < 1
         torch_side = results[f"{part}_torch"]
         if "skipped" in torch_side:
-            assert "not installed" in torch_side["skipped"], torch_side
+            # Which package is missing (or fails to import), and how to install them.
+            assert " not installed" in torch_side["skipped"] or " not importable" in \
+                torch_side["skipped"], torch_side
             assert "pip install -e '.[bench]'" in torch_side["skipped"]
             assert "PyTorch rows skipped" in result.stdout
         else:
