@@ -91,12 +91,12 @@ SHARED_RUN_FILES = (
 # keeps both workers busy to the end, instead of one finishing a long file alone.
 # The files of SHARED_RUN_FILES come first, as one work unit (`pytest_xdist_make_scheduler`).
 HEAVIEST_FILES = (
-    *SHARED_RUN_FILES, "test_zoo.py", "test_distribute.py", "test_budget.py", "test_marian.py",
+    *SHARED_RUN_FILES, "test_backends.py", "test_zoo.py", "test_distribute.py", "test_budget.py", "test_marian.py",
     "test_decode.py", "test_export.py", "test_copy_export.py", "test_run_fixtures.py",
     "test_tutorials.py",
     "test_bench_translation_smoke.py", "test_layers.py", "test_vit_checkpoints.py",
     "test_monotonic.py", "test_convs2s.py", "test_copy_models.py", "test_tuning.py",
-    "test_chunked.py", "test_export_attacks.py", "test_pipeline.py",
+    "test_bench_gpu_smoke.py", "test_chunked.py", "test_export_attacks.py", "test_pipeline.py",
     "test_linear_transformer.py", "test_compare.py", "test_bench_serving_smoke.py",
     "test_text_wordpiece.py", "test_rnnsearch_location.py", "test_multi_head.py",
     "test_runs_options.py", "test_sentencepiece_tokenizer.py", "test_bench_complexity_smoke.py",

@@ -85,11 +85,15 @@ def training_trace(name):
             "weight_change": change}
 
 
+@pytest.mark.skipif(BACKEND == "tensorflow", reason="the references are TensorFlow's own "
+                    "recording: python tests/test_backend_training.py --record rewrites them")
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_a_family_trains_as_under_tensorflow(name):
     recorded = json.loads(RECORD.read_text())[name]
     trace = training_trace(name)
-    assert trace["parameters"] == recorded["parameters"]
+    assert trace["parameters"] == recorded["parameters"], (
+        "the family changed: record its TensorFlow values again "
+        "(python tests/test_backend_training.py --record)")
     np.testing.assert_allclose(trace["loss"], recorded["loss"], rtol=1e-4)
     # Adam's first steps move each weight by about ±learning rate whatever its gradient's size,
     # so a gradient near zero whose sign differs by rounding between backends moves its weight
@@ -108,8 +112,8 @@ def test_a_keras_file_saved_by_tensorflow_loads_with_its_outputs(family):
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.skipif(BACKEND == "tensorflow", reason="TensorFlow's model.fit of every family is "
-                    "tests/test_zoo.py's; this file checks the other backends against it")
+@pytest.mark.skipif(BACKEND != "torch", reason="model.fit on NumPy arrays: TensorFlow's is "
+                    "tests/test_zoo.py's, JAX's test_data_parallel_... below (one and two devices)")
 @pytest.mark.parametrize("name", ["transformer-tiny", "vit-tiny"])
 def test_fit_trains_three_epochs_on_numpy_arrays(name):
     model = zoo.get(name, **FAMILIES[name])
