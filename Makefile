@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Keep TensorFlow's C++ logging quiet in every target.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install data test test-jax test-torch coverage demo bench lint
+.PHONY: install data test test-jax test-torch test-deploy coverage demo bench lint
 
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
@@ -22,6 +22,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+$(VENV)/.installed-deploy: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[dev,deploy]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -57,6 +61,12 @@ test-jax: $(VENV)/.installed
 
 test-torch: $(VENV)/.installed
 	KERAS_BACKEND=torch $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
+
+# The ViT's LiteRT, ONNX and OpenVINO exports in their own runtimes (the `deploy` extra,
+# installed into the venv above): tests/test_export_deploy.py, which `make test` skips, and the
+# format tests that run without the extra. .ci/run runs it when the extra installs offline.
+test-deploy: $(VENV)/.installed-deploy
+	ZOO_DEPLOY_TESTS=1 $(BIN)/python -m pytest -q -n 0 tests/test_export_deploy.py tests/test_export_formats.py
 
 # Line coverage of keras_attention/ and zoo/, subprocesses included ([tool.coverage] in
 # pyproject.toml).

@@ -8,6 +8,7 @@ import sys
 from zoo import runs
 from zoo.cli.arguments import EXIT_FAILED, UserError, positive_int
 from zoo.decode.sampling import Sampling
+from zoo.export import runtimes
 from zoo.runs.rundir import CHECKPOINTS
 
 IMAGE_CLASSES = 3  # zoo predict: classes shown per image
@@ -47,10 +48,15 @@ def _sampling(args):
 def _cmd_predict(args):
     sampling = _sampling(args)
     top_k = IMAGE_CLASSES if sampling is not None or args.top_k is None else args.top_k
-    results = runs.predict(
-        args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=top_k,
-        checkpoint=args.checkpoint, sampling=sampling,
-    )
+    if runtimes.resolve(args.path) is not None:  # a LiteRT, ONNX or OpenVINO export of a ViT
+        if sampling is not None:
+            raise UserError(f"{args.path} is an image model; sampling is for translation models")
+        results = runtimes.predict(args.path, args.inputs, top_k=top_k)
+    else:
+        results = runs.predict(
+            args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=top_k,
+            checkpoint=args.checkpoint, sampling=sampling,
+        )
     if sampling is not None and results and "seed" in results[0]:  # to sample the same again
         print(f"zoo predict: sampled with --seed {results[0]['seed']}", file=sys.stderr)
     failed = [result for result in results if "error" in result]
@@ -121,8 +127,9 @@ def add_predict_parser(commands):
         "predict", help="translate sentences or classify images with a run or SavedModel",
         description=(
             "PATH is a run directory (decoding in this process) or an exported SavedModel "
-            "(a version folder, or an export root: its newest version). INPUTs are sentences "
-            "for translation models, image files for image models."
+            "(a version folder, or an export root: its newest version), or a ViT's LiteRT, "
+            "ONNX or OpenVINO export (zoo export --format; its runtime from the deploy extra). "
+            "INPUTs are sentences for translation models, image files for image models."
         ),
         epilog=(
             "Examples:\n"

@@ -1,19 +1,44 @@
-"""`zoo export` and `zoo import`: TF Serving SavedModels of a run or of an OPUS-MT folder."""
+"""`zoo export` and `zoo import`: TF Serving SavedModels of a run or of an OPUS-MT folder, and
+a ViT run as LiteRT, ONNX or OpenVINO (`--format`, `zoo.export.formats`)."""
+
+import pathlib
 
 from zoo import runs
-from zoo.cli.arguments import positive_int
-from zoo.export import int8
+from zoo.cli.arguments import UserError, positive_int
+from zoo.export import FORMATS, SAVED_MODEL, int8
+from zoo.export import export as export_model
 from zoo.runs.rundir import CHECKPOINTS
 from zoo.transformer import marian
 
 
 def _cmd_export(args):
+    if args.format != SAVED_MODEL:
+        return _export_format(args)
     path = runs.export_run(
         args.run_dir, to=args.to, version=args.version, checkpoint=args.checkpoint,
         beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k, jit_compile=args.jit,
         quantize=args.quantize,
     )
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} INPUT...")
+
+
+def _export_format(args):
+    """A ViT run as LiteRT, ONNX or OpenVINO, into TO (default saved_models/NAME-FORMAT)."""
+    config = runs.read_config(args.run_dir)
+    if config["kind"] != "image":
+        raise UserError(f"--format {args.format} is for ViT runs; {args.run_dir} is a "
+                        f"{config['model']} translation run, exported as a SavedModel only "
+                        "(leave out --format)")
+    if args.jit:
+        raise UserError(f"--jit is for SavedModels; --format {args.format} has no XLA option")
+    run = runs.load_run(args.run_dir, args.checkpoint)
+    root = pathlib.Path(args.to or pathlib.Path("saved_models") / f"{run.name}-{args.format}")
+    print(f"Exporting {run.name} ({run.checkpoint.name}) as {args.format} to {root}...")
+    path = export_model(run.model, root, version=args.version, format=args.format,
+                        top_k=args.top_k, class_names=run.class_names, quantize=args.quantize)
+    files = ", ".join(FORMATS[args.format].files)
+    print(f"  {files} written to {path}; load it as saved_models/README.md shows, or: "
+          f"zoo predict {path} IMAGE...")
 
 
 def _cmd_import(args):
@@ -46,7 +71,13 @@ def add_export_parser(commands):
                    help="decode (translation) or run the ViT with XLA inside the SavedModel "
                    "(TF Serving on CPU then needs --xla_cpu_compilation_enabled=true)")
     p.add_argument("--quantize", choices=int8.MODES,
-                   help="export Keras' int8 weights (Transformer and ViT; zoo.export.int8)")
+                   help="export Keras' int8 weights (Transformer and ViT; zoo.export.int8); "
+                   "litert, onnx: the format's dynamic-range int8")
+    p.add_argument("--format", choices=(SAVED_MODEL, *FORMATS), default=SAVED_MODEL,
+                   help="ViT runs: litert (model.tflite), onnx (model.onnx) or openvino "
+                   "(model.xml, .bin), uint8 images in, probabilities out, into TO/<version> "
+                   "(default TO: saved_models/MODEL_NAME-FORMAT; needs pip install -e "
+                   "'.[deploy]'); default savedmodel")
     p.set_defaults(func=_cmd_export)
 
 

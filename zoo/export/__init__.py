@@ -78,6 +78,12 @@ only loads integer-named directories) never sees a half-written version; an
 exception during export removes the temporary directory. An existing version
 is never overwritten (`FileExistsError`).
 
+Other formats (a ViT only): `format="litert"`, `"onnx"` or `"openvino"` writes the same
+version layout with the format's files (`model.tflite`; `model.onnx`; `model.xml` and
+`model.bin`) beside `assets.extra/zoo_export.json`, uint8 images in and probabilities out
+(`zoo.export.formats`; loaded and run by `zoo.export.runtimes`). A root holds versions of one
+format: a server loads its largest version, whatever the format.
+
 The translation export lives in `zoo.export.translation` (the exported module
 in `zoo.export.translation_module`, a copying model's in `zoo.export.copying`),
 the image export in `zoo.export.image`; which family goes to which is `TRANSLATION_FAMILIES` and
@@ -98,7 +104,8 @@ from keras_attention import backends
 from keras_attention.checks import check_int
 from zoo import families, files
 from zoo.errors import ZooError
-from zoo.export import int8, warmup
+from zoo.export import formats, int8, warmup
+from zoo.export.formats import FORMATS, SAVED_MODEL
 from zoo.export.image import DEFAULT_TOP_K, ImageClassifierModule, image_export
 from zoo.export.translation import (  # noqa: F401 - part of this module's API
     DEFAULT_RNN_MAX_LENGTH,
@@ -110,7 +117,8 @@ from zoo.export.translation_module import TranslationModule
 from zoo.text.special import special_ids
 
 __all__ = [
-    "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "IMAGE_FAMILIES", "METADATA_FILENAME",
+    "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "FORMATS", "IMAGE_FAMILIES", "METADATA_FILENAME",
+    "SAVED_MODEL",
     "TF_SERVING_TEXT_OPS", "TF_SERVING_TEXT_OP_LIBRARIES", "TRANSLATION_FAMILIES",
     "ImageClassifierModule", "TranslationModule", "existing_versions", "export",
     "model_family", "special_ids",
@@ -182,8 +190,10 @@ def export(
     jit_compile=False,
     max_new_tokens=None,
     quantize=None,
+    format=SAVED_MODEL,  # noqa: A002 - Keras' `model.export(format=...)` names it so
 ):
-    """Write a zoo model as a TF Serving SavedModel version (see the module docstring).
+    """Write a zoo model as a TF Serving SavedModel version (see the module docstring), or a
+    ViT as LiteRT, ONNX or OpenVINO (`zoo.export.formats`).
 
     Args:
         obj: a zoo Transformer, RNNsearch, ConvS2S or ViT `keras.Model` (from `zoo.get`
@@ -216,6 +226,10 @@ def export(
             Serving: `--xla_cpu_compilation_enabled=true` on CPU).
         quantize: None (float32 weights) or `"int8"`: export a copy with Keras' int8
             weights (`zoo.export.int8`; Transformer and ViT models). `obj` is unchanged.
+            LiteRT and ONNX: the format's own dynamic-range int8 (`zoo.export.formats`).
+        format: `"savedmodel"`, or for a ViT `"litert"`, `"onnx"` or `"openvino"`: the
+            same version layout, uint8 images in and probabilities out, the format's files
+            beside `assets.extra/zoo_export.json` (`zoo.export.formats`; the `deploy` extra).
         top_k: ViT: classes reported per image, at most the number of
             classes K; default min(5, K).
         class_names: ViT: one name per class; default the ids as text.
@@ -226,6 +240,8 @@ def export(
     Raises:
         ValueError: `obj` is not a zoo model, or arguments do not fit it.
         FileExistsError: `<path>/<version>` exists.
+        ZooError: `path` holds versions of another format, or the format's converter is
+            not installed.
     """
     backends.require_tensorflow("zoo export")
     if isinstance(obj, (str, os.PathLike)):
@@ -241,7 +257,12 @@ def export(
         check_int("version", version, 1, prefix="export: ")
 
     # Every argument is checked (and the signatures prepared) before anything is written.
+    formats.check_format(format, family, quantize, jit_compile)
     int8.check_quantize(quantize, family)
+    if format != SAVED_MODEL:
+        write, metadata = formats.deploy_export(obj, format, top_k, class_names, quantize)
+        metadata["quantization"] = quantize
+        return _save(obj, family, base, version, write, metadata)
     if quantize is not None:
         obj = int8.quantized_copy(obj, quantize)
     if family in IMAGE_FAMILIES:
@@ -256,10 +277,38 @@ def export(
             length_penalty, force_end, jit_compile, max_new_tokens,
         )
     metadata["quantization"] = quantize
-    return _save(obj, family, base, version, module, signatures, metadata)
+
+    def write(directory):
+        tf.saved_model.save(module, str(directory), signatures=signatures)
+        warmup.write_requests(directory, getattr(module, "warmup_requests", ()))
+
+    return _save(obj, family, base, version, write, {"format": SAVED_MODEL, **metadata})
 
 
-def _save(model, family, base, version, module, signatures, metadata):
+def version_format(directory):
+    """The format of a version directory: its metadata's `format`, `"savedmodel"` for a
+    SavedModel without one (written before formats existed), else None (unreadable too)."""
+    path = pathlib.Path(directory) / "assets.extra" / METADATA_FILENAME
+    try:
+        return files.read_json(path, dict).get("format", SAVED_MODEL)
+    except (OSError, files.CorruptFileError):  # missing or damaged: what the files say
+        return SAVED_MODEL if (pathlib.Path(directory) / "saved_model.pb").is_file() else None
+
+
+def _check_one_format(base, format):  # noqa: A002
+    """A server loads the largest version of a root, whatever its format: one format per root."""
+    others = {number: version_format(base / str(number)) for number in existing_versions(base)}
+    others = {number: kind for number, kind in others.items() if kind not in (None, format)}
+    if others:
+        raise ZooError(
+            f"export: {base} holds versions of another format ({', '.join(f'{n}: {k}' for n, k in sorted(others.items()))}); "
+            f"write the {format} versions to a directory of their own, e.g. {base}-{format}."
+        )
+
+
+def _save(model, family, base, version, write, metadata):
+    """`write(directory)` the model files into a new version of `base`, then the metadata."""
+    _check_one_format(base, metadata["format"])
     base.mkdir(parents=True, exist_ok=True)
     if version is not None and version in existing_versions(base):
         raise FileExistsError(
@@ -281,8 +330,7 @@ def _save(model, family, base, version, module, signatures, metadata):
         files.write_json(extra / METADATA_FILENAME, {**metadata, "version": number})
 
     def save(directory, number):
-        tf.saved_model.save(module, str(directory), signatures=signatures)
-        warmup.write_requests(directory, getattr(module, "warmup_requests", ()))
+        write(directory)
         renumber(directory, number)
 
     return _write_atomically(base, version, save, renumber)

@@ -74,22 +74,7 @@ class ImageClassifierModule(tf.Module):
 
     def decode_image(self, image_bytes):
         """One encoded image (scalar string) -> float32 (H, W, C) in [0, 255]."""
-        image = tf.io.decode_image(image_bytes, channels=0, expand_animations=False)  # (h, w, c)
-        image = tf.ensure_shape(image, [None, None, None])
-        # Drop alpha: 2 channels are gray + alpha, 4 are RGB + alpha.
-        color = tf.cond(tf.shape(image)[-1] >= 3, lambda: image[..., :3], lambda: image[..., :1])
-        color = tf.cast(color, tf.float32)  # (h, w, 1 or 3)
-        if self.channels == 3:
-            to_model = lambda: tf.tile(color, [1, 1, 3])  # noqa: E731
-            color = tf.cond(tf.shape(color)[-1] == 1, to_model, lambda: color)
-        else:
-            to_model = lambda: tf.image.rgb_to_grayscale(color)  # noqa: E731
-            color = tf.cond(tf.shape(color)[-1] == 3, to_model, lambda: color)
-        color = tf.ensure_shape(color, [None, None, self.channels])
-        resized = tf.image.resize(
-            color, [self.height, self.width], method="bilinear", antialias=True
-        )
-        return tf.clip_by_value(resized, 0.0, 255.0)  # (H, W, C)
+        return decode_image(image_bytes, self.height, self.width, self.channels)
 
     def _predict_images(self, images):  # uint8 (B, H, W, C)
         return self._classify(tf.cast(images, tf.float32))
@@ -103,8 +88,30 @@ class ImageClassifierModule(tf.Module):
         return self._classify(images)
 
 
-def image_export(model, top_k, class_names, jit_compile=False):
-    """Check the arguments; return (module, signatures, metadata) of a ViT export."""
+def decode_image(image_bytes, height, width, channels):
+    """One encoded PNG, JPEG, GIF (first frame) or BMP (scalar string) -> float32
+    (height, width, channels) in [0, 255]: alpha dropped, RGB <-> grayscale with ITU-R 601
+    weights, resized bilinear with antialiasing (`predict_image_bytes`; `zoo.export.runtimes`
+    prepares images for the other formats with it)."""
+    image = tf.io.decode_image(image_bytes, channels=0, expand_animations=False)  # (h, w, c)
+    image = tf.ensure_shape(image, [None, None, None])
+    # Drop alpha: 2 channels are gray + alpha, 4 are RGB + alpha.
+    color = tf.cond(tf.shape(image)[-1] >= 3, lambda: image[..., :3], lambda: image[..., :1])
+    color = tf.cast(color, tf.float32)  # (h, w, 1 or 3)
+    if channels == 3:
+        to_model = lambda: tf.tile(color, [1, 1, 3])  # noqa: E731
+        color = tf.cond(tf.shape(color)[-1] == 1, to_model, lambda: color)
+    else:
+        to_model = lambda: tf.image.rgb_to_grayscale(color)  # noqa: E731
+        color = tf.cond(tf.shape(color)[-1] == 3, to_model, lambda: color)
+    color = tf.ensure_shape(color, [None, None, channels])
+    resized = tf.image.resize(color, [height, width], method="bilinear", antialias=True)
+    return tf.clip_by_value(resized, 0.0, 255.0)  # (H, W, C)
+
+
+def check_image_arguments(model, top_k, class_names):
+    """Check that `model` takes fixed-size 1- or 3-channel images; return `(top_k,
+    class_names)` with their defaults (min(5, K); the ids as text)."""
     shape = tuple(model.inputs[0].shape)
     if len(shape) != 4 or any(d is None for d in shape[1:]):
         raise ZooError(
@@ -120,7 +127,6 @@ def image_export(model, top_k, class_names, jit_compile=False):
     if top_k is None:
         top_k = min(DEFAULT_TOP_K, num_classes)
     check_int("top_k", top_k, 1, num_classes, prefix="export: ")
-    check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), "export: ")
     if class_names is None:
         class_names = [str(index) for index in range(num_classes)]
     else:
@@ -130,6 +136,13 @@ def image_export(model, top_k, class_names, jit_compile=False):
                 f"export: `class_names` must be {num_classes} str (one per class); received "
                 f"{len(class_names)} names: {class_names[:10]!r}."
             )
+    return top_k, class_names
+
+
+def image_export(model, top_k, class_names, jit_compile=False):
+    """Check the arguments; return (module, signatures, metadata) of a ViT export."""
+    top_k, class_names = check_image_arguments(model, top_k, class_names)
+    check("jit_compile", jit_compile, "a bool", isinstance(jit_compile, bool), "export: ")
     module = ImageClassifierModule(model, top_k, class_names, jit_compile)
     signatures = {
         "serving_default": module.serving_default,
