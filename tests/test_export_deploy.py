@@ -82,6 +82,7 @@ def test_each_format_gives_the_saved_models_probabilities(trained, format_):
     assert got.shape == expected.shape == (TEST_IMAGES, 10) and got.dtype == np.float32
     assert np.abs(got - expected).max() <= TOLERANCE
     assert deployed.classify(images[:1]).shape == (1, 10)  # any batch size
+    assert deployed.classify(images[:0]).shape == (0, 10)  # as the SavedModel (zoo.export.runtimes)
 
 
 def int8_weights(path):
@@ -155,7 +156,8 @@ runner = Interpreter(model_path=exports["litert"] + "/model.tflite").get_signatu
 out["litert"] = runner(images=images)["probabilities"]
 
 import onnxruntime
-session = onnxruntime.InferenceSession(exports["onnx"] + "/model.onnx")
+session = onnxruntime.InferenceSession(exports["onnx"] + "/model.onnx",
+                                       providers=["CPUExecutionProvider"])
 out["onnx"] = session.run(["probabilities"], {"images": images})[0]
 
 import openvino

@@ -74,8 +74,13 @@ def load(path):
     runtime = require(spec.runtime[0], spec.runtime[1], f"a {spec.name} export ({directory})")
     model_file = directory / spec.files[0]
     options = metadata.get("runtime_options", spec.options)
-    classify = {"litert": _litert, "onnx": _onnx, "openvino": _openvino}[spec.name](
+    run = {"litert": _litert, "onnx": _onnx, "openvino": _openvino}[spec.name](
         runtime, model_file, options)
+    empty = np.zeros((0, len(metadata["class_names"])), np.float32)
+
+    def classify(images):  # an empty batch as the SavedModel answers it (ONNX Runtime fails)
+        return run(np.asarray(images, np.uint8)) if len(images) else empty
+
     return Deployed(directory, spec.name, metadata, classify)
 
 
@@ -124,7 +129,7 @@ def predict(path, inputs, top_k=5):
         raise ZooError("predict needs at least one input (image files)")
     deployed = load(path)
     images, errors = read_images(inputs, *deployed.metadata["image_shape"])
-    rows = iter(deployed.classify(images) if len(images) else ())
+    rows = iter(deployed.classify(images))
     names = deployed.metadata["class_names"]
     results = []
     for item in inputs:
