@@ -6,9 +6,11 @@ Shape legend: B batch, T queries, S keys/values, D feature size, N heads, H head
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_attention as ka
+
+import backends
+from backends import to_numpy
 
 B, T, S, N, H = 2, 6, 8, 2, 3
 
@@ -26,7 +28,7 @@ def _numpy_linear_attention(layer, query, key, value, mask):
 
     mask: bool `(B, T, S)`. Rows with no visible key give zero heads.
     """
-    w = {v.name: v.numpy().astype("float64") for v in layer.weights}
+    w = {v.name: to_numpy(v).astype("float64") for v in layer.weights}
     q = np.einsum("btd,dnh->bnth", query, w["query_kernel"]) + w["query_bias"][:, None]
     k = np.einsum("bsd,dnh->bnsh", key, w["key_kernel"]) + w["key_bias"][:, None]
     v = np.einsum("bsd,dnh->bnsh", value, w["value_kernel"]) + w["value_bias"][:, None]
@@ -60,7 +62,7 @@ def test_non_causal_matches_numpy():
     layer = _layer(query, value, value_dim=2, output_dim=3)
     mask = np.broadcast_to(_padding()[:, None, :], (B, T, S))
     expected = _numpy_linear_attention(layer, query, value, value, mask)
-    actual = layer(query, value, value_mask=_padding()).numpy()
+    actual = to_numpy(layer(query, value, value_mask=_padding()))
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -69,7 +71,7 @@ def test_causal_matches_numpy():
     layer = _layer(x, x)
     mask = np.broadcast_to(np.tril(np.ones((S, S), bool)) & _padding()[:, None, :], (B, S, S))
     expected = _numpy_linear_attention(layer, x, x, x, mask)
-    actual = layer(x, x, use_causal_mask=True, value_mask=_padding()).numpy()
+    actual = to_numpy(layer(x, x, use_causal_mask=True, value_mask=_padding()))
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -83,14 +85,14 @@ def test_explicit_attention_mask_matches_numpy():
         mask = attention_mask & (np.tril(np.ones((T, S), bool)) if causal else True)
         expected = _numpy_linear_attention(layer, query, key, value, mask)
         actual = layer(query, value, key, attention_mask=attention_mask, use_causal_mask=causal)
-        np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(to_numpy(actual), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_explicit_causal_mask_equals_the_cumulative_sums():
     x = _x(B, S, 5)
     layer = _layer(x, x)
-    causal = layer(x, x, use_causal_mask=True).numpy()
-    explicit = layer(x, x, attention_mask=np.tril(np.ones((S, S), bool))).numpy()
+    causal = to_numpy(layer(x, x, use_causal_mask=True))
+    explicit = to_numpy(layer(x, x, attention_mask=np.tril(np.ones((S, S), bool))))
     np.testing.assert_allclose(causal, explicit, rtol=1e-5, atol=1e-5)
 
 
@@ -100,12 +102,12 @@ def test_masked_keys_contribute_nothing():
     changed = value.copy()
     changed[~_padding()] = 100.0 * _x(int((~_padding()).sum()), 4, seed=9)
     np.testing.assert_allclose(
-        layer(query, changed, value_mask=_padding()).numpy(),
-        layer(query, value, value_mask=_padding()).numpy(),
+        to_numpy(layer(query, changed, value_mask=_padding())),
+        to_numpy(layer(query, value, value_mask=_padding())),
         rtol=1e-6, atol=1e-6,
     )
-    short = layer(query[1:], value[1:, :5]).numpy()  # batch 1 without its padding
-    np.testing.assert_allclose(layer(query, value, value_mask=_padding()).numpy()[1:], short,
+    short = to_numpy(layer(query[1:], value[1:, :5]))  # batch 1 without its padding
+    np.testing.assert_allclose(to_numpy(layer(query, value, value_mask=_padding()))[1:], short,
                                rtol=1e-5, atol=1e-5)
 
 
@@ -116,19 +118,19 @@ def test_keras_mask_from_embedding_is_the_padding_mask():
     x = embedding(ids)
     implicit = layer(x, x, use_causal_mask=True)
     explicit = layer(x, x, use_causal_mask=True, query_mask=ids != 0, value_mask=ids != 0)
-    np.testing.assert_allclose(implicit.numpy(), explicit.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(implicit), to_numpy(explicit), rtol=1e-6, atol=1e-6)
 
 
 def test_recurrent_steps_equal_the_causal_form():
     x = _x(B, S, 5)
     layer = _layer(x, x)
     pad = _padding()
-    causal = layer(x, x, use_causal_mask=True, value_mask=pad).numpy()
+    causal = to_numpy(layer(x, x, use_causal_mask=True, value_mask=pad))
     state = layer.initial_state(B)
-    step = tf.function(layer.step, jit_compile=True)
+    step = backends.compiled(layer.step) or layer.step  # XLA; eager under PyTorch
     for t in range(S):
         output, state = step(x[:, t], x[:, t], x[:, t], state, key_mask=pad[:, t])
-        np.testing.assert_allclose(output.numpy(), causal[:, t], rtol=1e-5, atol=1e-5,
+        np.testing.assert_allclose(to_numpy(output), causal[:, t], rtol=1e-5, atol=1e-5,
                                    err_msg=f"step {t}")
     assert state[0].shape == (B, N, H, H) and state[1].shape == (B, N, H)
 
@@ -140,18 +142,18 @@ def test_jit_compile_and_gradients_are_finite(causal):
     pad = _padding()
     pad[0] = False  # every key masked: zero heads, finite gradients
 
-    @tf.function(jit_compile=True)
-    def step(x):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            loss = tf.reduce_sum(layer(x, x, use_causal_mask=causal, value_mask=pad) ** 2)
-        return loss, tape.gradient(loss, [x] + layer.trainable_weights)
+    def loss(x):
+        return keras.ops.sum(layer(x, x, use_causal_mask=causal, value_mask=pad) ** 2)
 
-    loss, gradients = step(tf.constant(x))
-    assert np.isfinite(loss.numpy())
-    assert all(np.all(np.isfinite(g.numpy())) for g in gradients)
-    eager = layer(x, x, use_causal_mask=causal, value_mask=pad).numpy()
-    np.testing.assert_allclose(eager[0], np.broadcast_to(layer.output_bias.numpy(), (S, 5)),
+    # XLA compiles the forward and backward passes together; under PyTorch (no XLA here)
+    # they run eagerly.
+    result = backends.compiled_gradients(loss, [x], layer.trainable_weights)
+    value, gradients = result or backends.gradients(loss, [x], layer.trainable_weights)
+    assert np.isfinite(value)
+    assert len(gradients) == len(layer.trainable_weights) + 1
+    assert all(g is not None and np.all(np.isfinite(g)) for g in gradients)
+    eager = to_numpy(layer(x, x, use_causal_mask=causal, value_mask=pad))
+    np.testing.assert_allclose(eager[0], np.broadcast_to(to_numpy(layer.output_bias), (S, 5)),
                                atol=1e-6)
 
 
@@ -160,7 +162,7 @@ def test_mixed_precision_sums_in_float32():
     layer = ka.LinearAttention(num_heads=N, key_dim=H, dtype="mixed_float16")
     output = layer(x, x, use_causal_mask=True)
     assert keras.backend.standardize_dtype(output.dtype) == "float16"
-    assert np.all(np.isfinite(output.numpy().astype("float32")))
+    assert np.all(np.isfinite(to_numpy(output).astype("float32")))
 
 
 @pytest.mark.parametrize(
