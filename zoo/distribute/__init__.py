@@ -84,13 +84,24 @@ dies (the others block in, or fail out of, the next collective op); restart
 every worker with the same command and `BackupAndRestore` resumes all of them
 from the last completed epoch: only the interrupted epoch is redone.
 
+On JAX, `zoo train` trains under `keras.distribution` instead: `place` resolves a
+strategy name on the backend in use (`"mirrored"`: `DataParallel` over the local
+devices), and `scope(model)` is the strategy's scope on TensorFlow, a null context
+elsewhere (`placement`).
+
 The modules, one concern each: `strategies` (`get_strategy`, `check_jit_compile`,
-`default_policy`, `global_batch_size`), `replica_sync` (`prepare_model` and the
-fixes it applies), `sharding` (`shard_by_data`, `dataset_options`) and `workers`
-(the chief and the other workers' files). Their public names are importable
-from `zoo.distribute`.
+`default_policy`, `global_batch_size`), `placement` (`place`, `Placement`, `scope`,
+`fit_data`: the backend in use), `replica_sync` (`prepare_model` and the fixes it
+applies), `sharding` (`shard_by_data`, `dataset_options`, `even_batches`) and `workers`
+(the chief and the other workers' files). Their public names are importable from `zoo.distribute`.
 """
 
+from zoo.distribute.placement import (
+    Placement,
+    fit_data,
+    place,
+    scope,
+)
 from zoo.distribute.replica_sync import (
     prepare_model,
     sync_gradient_clipping,
@@ -98,6 +109,7 @@ from zoo.distribute.replica_sync import (
 )
 from zoo.distribute.sharding import (
     dataset_options,
+    even_batches,
     shard_by_data,
 )
 from zoo.distribute.strategies import (
@@ -117,14 +129,19 @@ from zoo.distribute.workers import (
 
 __all__ = [
     "STRATEGIES",
+    "Placement",
     "check_jit_compile",
     "cleanup_worker_dir",
     "dataset_options",
     "default_policy",
+    "even_batches",
+    "fit_data",
     "get_strategy",
     "global_batch_size",
     "is_chief",
+    "place",
     "prepare_model",
+    "scope",
     "shard_by_data",
     "sync_gradient_clipping",
     "sync_loss_tracker",

@@ -1,4 +1,5 @@
-"""Datasets under a strategy: the auto-shard policy each worker keeps its share by."""
+"""Datasets under a strategy: the auto-shard policy each worker keeps its share by, and batches
+that split evenly over the devices of a `keras.distribution` (`even_batches`)."""
 
 import tensorflow as tf
 
@@ -28,3 +29,36 @@ def shard_by_data(dataset, policy=None):
     return dataset.with_options(dataset_options(policy))
 
 
+def even_batches(dataset, multiple, pad_id=None):
+    """The batches `(x, y)` of `dataset` padded to a multiple of `multiple` examples with
+    copies of their first example that count for nothing: for a `keras.distribution`, which
+    splits each batch in `multiple` equal parts (`tf.distribute` splits any batch itself).
+
+    Args:
+        dataset: a `tf.data.Dataset` of batches `(x, y)`, `x` a tensor or a structure of them.
+        multiple: the devices a batch is split over.
+        pad_id: translation: the copies' labels are all `pad_id`, which the zoo's masked
+            losses and metrics skip (`keras_attention.losses`, `.metrics`); the batches stay
+            `(x, y)`. None (images): the batches become `(x, y, sample_weight)`, 0 for the
+            copies, which the zoo's loss (a weighted mean) and its gradient skip; Keras gives
+            the compiled `metrics` no weights, so an epoch's accuracy counts the copies (at
+            most `multiple - 1`, in the last batch of the epoch).
+    """
+
+    def pad(x, y):
+        size = tf.shape(y)[0]
+        extra = (-size) % multiple
+
+        def grow(tensor, fill=None):
+            copies = tf.repeat(tensor[:1], extra, axis=0)
+            if fill is not None:
+                copies = tf.fill(tf.shape(copies), tf.cast(fill, tensor.dtype))
+            return tf.concat([tensor, copies], axis=0)
+
+        x = tf.nest.map_structure(grow, x)
+        if pad_id is not None:
+            return x, grow(y, pad_id)
+        weight = tf.concat([tf.ones([size]), tf.zeros([extra])], axis=0)
+        return x, grow(y), weight
+
+    return dataset.map(pad)

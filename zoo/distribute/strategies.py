@@ -8,6 +8,7 @@ import urllib.parse
 
 import tensorflow as tf
 
+from keras_attention import backends
 from keras_attention.checks import check_positive_int
 from zoo.errors import ZooError
 
@@ -133,7 +134,8 @@ def check_jit_compile(strategy, jit_compile):
     process then aborts), and under `MirroredStrategy` over logical CPUs a
     replica's XLA computation cannot read its variables on another CPU device.
     Both fail at the first step, after the data is loaded; this fails before.
-    GPU and TPU replicas are not concerned.
+    GPU and TPU replicas are not concerned, nor other Keras backends (JAX compiles
+    a step over several CPU devices).
 
     Args:
         strategy: a `tf.distribute.Strategy`; None for the current one
@@ -144,6 +146,8 @@ def check_jit_compile(strategy, jit_compile):
         ValueError: `jit_compile` is true and the strategy has several
             replicas on CPU devices (a one-line message).
     """
+    if not backends.is_tensorflow():
+        return
     if strategy is None:
         strategy = tf.distribute.get_strategy()
     if not jit_compile or strategy.num_replicas_in_sync < 2:
@@ -167,7 +171,8 @@ def default_policy(strategy):
 
 
 def global_batch_size(per_replica, strategy):
-    """`per_replica × strategy.num_replicas_in_sync`: the batch size to give the dataset."""
+    """`per_replica × strategy.num_replicas_in_sync`: the batch size to give the dataset
+    (`strategy`: a `tf.distribute.Strategy` or a `zoo.distribute.Placement`)."""
     check_positive_int("per_replica", per_replica)
     return per_replica * strategy.num_replicas_in_sync
 

@@ -24,6 +24,7 @@ import math
 import keras
 
 from keras_attention.schedules import BudgetSchedule, TransformerSchedule
+from zoo import distribute
 from zoo.errors import ZooError
 
 SCHEDULES = ("auto", "paper", "budget-linear", "budget-cosine")
@@ -163,7 +164,7 @@ def install(model, plan, warmup_steps=None, total_steps=None):
 
     `warmup_steps`, `total_steps`: corrected values a resumed run continues from.
     """
-    with model.distribute_strategy.scope():
+    with distribute.scope(model):
         schedule = BudgetSchedule(plan.peak_learning_rate, warmup_steps or plan.warmup_steps,
                                   total_steps or plan.predicted_steps, shape=plan.shape)
     optimizer = model.optimizer

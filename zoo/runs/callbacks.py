@@ -7,7 +7,7 @@ import time
 import keras
 import numpy as np
 
-from zoo import files
+from zoo import distribute, files
 from zoo.runs.rundir import MONITOR, read_history, write_history
 
 
@@ -17,7 +17,7 @@ def build_optimizer(model):
     they make TensorFlow trace the training step twice (once to create them, then again to
     run it); a restored backup needs them to load the optimizer's state into."""
     if model.built and model.optimizer is not None and not model.optimizer.built:
-        with model.distribute_strategy.scope():
+        with distribute.scope(model):
             model.optimizer.build(model.trainable_variables)
     return model
 

@@ -23,6 +23,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention import backends
+from zoo import distribute
 from zoo.runs.callbacks import build_optimizer
 
 MAX_EPOCH_SECONDS = 300.0
@@ -31,9 +33,14 @@ SHORT_PASS_STEPS = 30
 
 
 def can_measure(strategy):
-    """Whether `measure_step_rate` may run under `strategy`: one replica, one worker
-    (batches from Python are not split over replicas)."""
-    return strategy.num_replicas_in_sync == 1 and not isinstance(
+    """Whether `measure_step_rate` may run under `strategy` (a `tf.distribute.Strategy` or a
+    `zoo.distribute.Placement`): one replica, one worker (batches from Python are not split
+    over replicas)."""
+    if isinstance(strategy, distribute.Placement):
+        strategy, replicas = strategy.strategy, strategy.num_replicas_in_sync
+    else:
+        replicas = strategy.num_replicas_in_sync
+    return replicas == 1 and not isinstance(
         strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
 
 
@@ -45,29 +52,31 @@ def measure_step_rate(model, batches, *, max_steps=8, max_seconds=20.0, clock=ti
         model: a compiled Keras model.
         batches: a `tf.data.Dataset` of training batches `(x, y)`.
 
-    The steps run through `model.train_function`, on an iterator of `batches` made by
-    the model's strategy: what `fit` calls on its own data. So when `batches` has the
-    element spec of `fit`'s data, `fit` reuses the step traced here instead of tracing
-    its own. The model's and its optimizer's variables (weights, moments, iteration
-    count, seed states) are put back afterwards.
+    The steps run through the training function `fit` calls on its own data: on
+    TensorFlow `model.train_function` on an iterator of `batches` made by the model's
+    strategy, elsewhere `train_on_batch` (on JAX the same jitted step). So when `batches`
+    has the element spec of `fit`'s data, `fit` reuses the step traced here instead of
+    tracing its own. The model's and its optimizer's variables (weights, moments,
+    iteration count, seed states) are put back afterwards.
+
+    On JAX every new batch shape compiles the step anew (a batch is padded to its longest
+    sentence), so the steps are taken on the first batch again and again: the rate of
+    steps that do not compile, which is the rate of a run once its shapes are compiled.
     """
     build_optimizer(model)
     variables = list(model.variables) + list(model.optimizer.variables)
     saved = [np.array(variable.numpy()) for variable in variables]
     model.make_train_function()
-    steps = int(getattr(model, "steps_per_execution", 1) or 1)  # steps per call
-    iterator = iter(model.distribute_strategy.experimental_distribute_dataset(
-        batches.take(max_steps * steps)))
+    train_call, steps = _train_call(model, batches, max_steps)
     started, timed = None, 0
     try:
         for call in range(max_steps):
             if started is not None and clock() - started > max_seconds:
                 break
             try:
-                logs = model.train_function(iterator)
+                train_call()
             except (StopIteration, tf.errors.OutOfRangeError):
                 break
-            tf.nest.map_structure(np.asarray, logs)  # wait for the step to finish
             if call == 1:
                 started = clock()
             elif call > 1:
@@ -78,6 +87,26 @@ def measure_step_rate(model, batches, *, max_steps=8, max_seconds=20.0, clock=ti
             variable.assign(value)
         model.reset_metrics()
     return timed / seconds if timed and seconds > 0 else None
+
+
+def _train_call(model, batches, calls):
+    """`(call, steps)`: a function that runs the model's training function on the next
+    `steps` of the first `calls × steps` of `batches` and waits for it to finish
+    (`StopIteration` or `OutOfRangeError` at the end)."""
+    if backends.is_tensorflow():
+        steps = int(getattr(model, "steps_per_execution", 1) or 1)
+        iterator = iter(model.distribute_strategy.experimental_distribute_dataset(
+            batches.take(calls * steps)))
+
+        def call():
+            logs = model.train_function(iterator)
+            tf.nest.map_structure(np.asarray, logs)  # wait for the step to finish
+
+        return call, steps
+    # `train_on_batch`: one step, its logs NumPy once it has finished. One batch: one shape.
+    first = list(batches.take(1).as_numpy_iterator())
+    iterator = iter(first * calls)
+    return lambda: model.train_on_batch(*next(iterator)), 1
 
 
 def choose_steps_per_epoch(given, pass_steps, rate, max_seconds=MAX_EPOCH_SECONDS):

@@ -100,7 +100,8 @@ class Counts:
 
 
 def prepare(model, training, model_config, saved, run_dir, strategy, counts):
-    """The run's `Pace` (a new run when `saved` is None, else the saved config.json)."""
+    """The run's `Pace` (a new run when `saved` is None, else the saved config.json);
+    `strategy`: a `tf.distribute.Strategy` or a `zoo.distribute.Placement`."""
     metadata = backup_metadata(run_dir) if saved else {}
     steps_done = int(metadata.get("steps", 0))
     spent = float(metadata.get("train_seconds", 0.0))

@@ -2,7 +2,8 @@
 
     config.json            the model's full config, the data spec, the training options
                            (`training.weights`: the checkpoint or folder it started from),
-                           the seed and the library versions (written once, at the start)
+                           the seed, the Keras backend and the strategy (`training.backend`,
+                           `training.strategy`) and the library versions (written once, at the start)
     tokenizer/             the shared vocabulary (`zoo.text.tokenizers`: SentencePiece or WordPiece), or
     tokenizer/source/, tokenizer/target/   with `separate_vocabularies=True` (and for a
                            model imported from a Marian folder: its two tokenizers)
@@ -126,10 +127,12 @@ def versions():
         except importlib.metadata.PackageNotFoundError:
             return None
 
+    backend = keras.backend.backend()  # TensorFlow's pipelines and tokenizers either way
     return {
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
+        **({} if backend == "tensorflow" else {backend: version(backend)}),
         "tensorflow-text": version("tensorflow-text"),
         "keras-attention": version("keras-attention"),
     }

@@ -48,6 +48,7 @@ from zoo.runs.rundir import (
     write_new_run,
 )
 from zoo.text import tokenizers
+from zoo.text.special import special_ids
 
 
 class RunFinishedError(ZooError):
@@ -81,7 +82,9 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
         out: the run directory; default `runs/<name>-<date>-<time>`. If it
             holds an unfinished run, that run is resumed.
         strategy: `"default"`, `"mirrored"`, `"multiworker"`, `"tpu"`
-            (`zoo.distribute.get_strategy`) or a `tf.distribute.Strategy`.
+            (`zoo.distribute.get_strategy`) or a `tf.distribute.Strategy`; on JAX
+            `"default"` or `"mirrored"` (`keras.distribution.DataParallel` over the
+            local devices; `zoo.distribute.place`).
         tpu: the TPU for `strategy="tpu"`.
         overrides: config fields to change, e.g. `{"num_encoder_layers": 1}`.
         config_file: a JSON file of config fields (applied before `overrides`):
@@ -128,10 +131,8 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
         FileNotFoundError: a missing data or config file.
     """
     # The strategy first: MultiWorkerMirroredStrategy must exist before any TF op runs.
-    strategy_name = strategy if isinstance(strategy, str) or strategy is None else None
-    strategy = distribute.get_strategy(strategy or "default", tpu=tpu)
-    if strategy_name is None:
-        strategy_name = type(strategy).__name__
+    placement = distribute.place(strategy, tpu=tpu)
+    strategy = placement.strategy  # tf.distribute's; None on other backends
     registry.entry(name)  # an unknown name fails here, before anything else
     run_dir = pathlib.Path(out) if out is not None else _default_out(name)
     user_overrides, options = _given(config_file, overrides, TrainingOptions(**options))
@@ -150,7 +151,8 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
     try:
         if policy:
             keras.config.set_dtype_policy(policy)
-        return _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose, quiet)
+        with placement.active():  # JAX: its distribution, for the build and the fit
+            return _train(plan, run_dir, write_dir, placement, callbacks, verbose, quiet)
     finally:
         keras.config.set_dtype_policy(previous_policy)
         distribute.cleanup_worker_dir(str(write_dir), strategy)
@@ -264,7 +266,8 @@ def _check_new_run(name, data, run_dir, strategy, user_overrides, options, folde
     distribute.check_jit_compile(strategy, getattr(checked, "jit_compile", False))
 
 
-def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose, quiet):
+def _train(plan, run_dir, write_dir, placement, callbacks, verbose, quiet):
+    strategy = placement.strategy
     quiet = quiet or not distribute.is_chief(strategy)
     training = plan.training
     keras.utils.set_random_seed(training["seed"])
@@ -274,12 +277,12 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
                            training["seed"], quiet)
     if training["batch_size"] is None:
         training["batch_size"] = 64 if kind == "translation" else 128
-    global_batch = distribute.global_batch_size(training["batch_size"], strategy)
+    global_batch = distribute.global_batch_size(training["batch_size"], placement)
     global_tokens = (None if training.get("batch_tokens") is None
-                     else distribute.global_batch_size(training["batch_tokens"], strategy))
+                     else distribute.global_batch_size(training["batch_tokens"], placement))
     tokenizer_pair = _tokenizers(plan, kind, data, base_config, run_dir, quiet)
     train_data, val_data, num_train, num_val = _datasets(
-        kind, data, tokenizer_pair, base_config, global_batch, global_tokens, training)
+        kind, data, tokenizer_pair, base_config, global_batch, global_tokens, training, placement)
     steps_per_epoch = math.ceil(num_train / global_batch)  # an upper bound with bucketing
     if plan.saved:
         model_config = dict(plan.saved["model_config"])
@@ -294,19 +297,19 @@ def _train(plan, run_dir, write_dir, strategy, strategy_name, callbacks, verbose
     counts = pacing.data_counts(kind, data, tokenizer_pair, base_config.get("max_length"),
                                 global_batch, global_tokens, training, num_train,
                                 copy=base_config.get("copy", False))
-    pace = pacing.prepare(model, training, model_config, plan.saved, run_dir, strategy, counts)
+    pace = pacing.prepare(model, training, model_config, plan.saved, run_dir, placement, counts)
     if not plan.saved:
-        placement = {"strategy": strategy_name, "num_replicas": strategy.num_replicas_in_sync,
-                     "global_batch_size": global_batch,
-                     "dtype_policy": keras.config.dtype_policy().name}
-        write_new_run(write_dir, {**_run_config(plan, kind, data, model, model_config, placement,
+        where = {"backend": keras.backend.backend(), "strategy": placement.name,
+                 "num_replicas": placement.num_replicas_in_sync, "global_batch_size": global_batch,
+                 "dtype_policy": keras.config.dtype_policy().name}
+        write_new_run(write_dir, {**_run_config(plan, kind, data, model, model_config, where,
                                                 num_train, num_val), **pace.config},
                       tokenizer_pair)
     say(
         f"Training {plan.name} ({model.count_params():,} parameters) "
         f"{_how_long(training)}, {num_train:,} examples ({num_val:,} for validation), global batch "
         f"{global_batch if global_tokens is None else f'{global_tokens} tokens'} on "
-        f"{strategy.num_replicas_in_sync} replica(s); run directory {run_dir}",
+        f"{placement.num_replicas_in_sync} replica(s); run directory {run_dir}",
         quiet,
     )
     if plan.budget_defaults is not None:
@@ -334,8 +337,10 @@ def _tokenizers(plan, kind, data, base_config, run_dir, quiet):
                             kind=plan.training["tokenizer"])
 
 
-def _datasets(kind, data, tokenizer_pair, base_config, global_batch, global_tokens, training):
-    """`(train, validation or None, num_train, num_validation)`, sharded by data."""
+def _datasets(kind, data, tokenizer_pair, base_config, global_batch, global_tokens, training,
+              placement):
+    """`(train, validation or None, num_train, num_validation)`, sharded by data (and split
+    evenly over a distribution's devices: `zoo.distribute.fit_data`)."""
     if kind == "translation":
         train_data, val_data, num_train, num_val = translation_datasets(
             data.train_pairs, tokenizer_pair[0], tokenizer_pair[1], global_batch,
@@ -348,9 +353,10 @@ def _datasets(kind, data, tokenizer_pair, base_config, global_batch, global_toke
         train_data, val_data, num_train, num_val = image_datasets(
             data.x_train, data.y_train, global_batch, training["val_ratio"], training["seed"]
         )
+    pad_id = special_ids(tokenizer_pair[1])["pad"] if kind == "translation" else None
     if val_data is not None:
-        val_data = distribute.shard_by_data(val_data)
-    return distribute.shard_by_data(train_data), val_data, num_train, num_val
+        val_data = distribute.fit_data(val_data, placement, pad_id)
+    return distribute.fit_data(train_data, placement, pad_id), val_data, num_train, num_val
 
 
 def _run_config(plan, kind, data, model, model_config, placement, num_train, num_val):
