@@ -3,6 +3,7 @@
 import argparse
 import os
 
+from keras_attention import backends
 from zoo import distribute, tuning
 from zoo.cli.arguments import (
     DATASETS_HELP,
@@ -15,6 +16,7 @@ from zoo.cli.arguments import (
 
 
 def _cmd_tune(args):
+    backends.require_tensorflow("zoo tune")  # before the data: keras-tuner's trials are TF's
     # The strategy first: MultiWorkerMirroredStrategy must exist before any TF op runs.
     strategy = distribute.get_strategy(args.strategy) if args.strategy else None
     fixed = parse_overrides(args.set)

@@ -5,6 +5,7 @@ from zoo.errors import ZooError
 from zoo.progress import say
 from zoo.runs.evaluation import decode_test_sources, interval_line, test_sources_and_references
 from zoo.runs.imported import decoding_options
+from zoo.runs.inference import require_decoding
 from zoo.runs.rundir import load_run
 from zoo.runs.scores import paired_bootstrap
 from zoo.text import tokenizers
@@ -53,6 +54,8 @@ def compare(run_a, run_b, checkpoint="best", beam_size=4, alpha=None, limit=None
         "bleu": {"a", "b", "difference", "p_value", "b_is_better"}, "chrf": {...},
         "samples"}`.
     """
+    for run_dir in (run_a, run_b):
+        require_decoding("zoo compare", run_dir)
     a, b = load_run(run_a, checkpoint), load_run(run_b, checkpoint)
     for run in (a, b):
         if run.kind != "translation":

@@ -21,6 +21,7 @@ import time
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 - the tokenizer's ops, needed to load the SavedModel
 
+from keras_attention import backends
 from zoo import runs
 from zoo.runs.evaluation import clip
 
@@ -45,6 +46,7 @@ def run(minutes=4.0, train_size=20000, test_size=1000, seed=0, out="runs/demo",
         batch_size: training batch size.
         examples: held-out numbers translated by the SavedModel.
     """
+    backends.require_tensorflow("zoo demo (it decodes and exports)")
     started = time.monotonic()
     out = pathlib.Path(out)
     if (out / "config.json").is_file():

@@ -13,7 +13,7 @@ from zoo.decode import copy_steps
 from zoo.errors import ZooError
 from zoo.progress import say
 from zoo.runs.imported import decoding_options
-from zoo.runs.inference import canonical, translate
+from zoo.runs.inference import canonical, require_decoding, translate
 from zoo.runs.rundir import load_run
 from zoo.runs.scores import bleu as corpus_bleu
 from zoo.runs.scores import chrf, confidence, exact_match
@@ -59,6 +59,7 @@ def evaluate(run_dir, checkpoint="best", beam_size=4, alpha=None, limit=None, ba
         dict, e.g. `{"greedy": {"exact_match": 97.1, "bleu": 98.8}, "beam": {...},
         "num_examples": 1000, ...}` or `{"accuracy": 0.91, ...}`.
     """
+    require_decoding("zoo evaluate", run_dir)
     run = load_run(run_dir, checkpoint)
     config = run.config
     if limit is not None and (not isinstance(limit, int) or limit < 1):

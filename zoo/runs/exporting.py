@@ -2,6 +2,7 @@
 
 import pathlib
 
+from keras_attention import backends
 from zoo.export import export as export_model
 from zoo.progress import say
 from zoo.runs.rundir import load_run
@@ -29,6 +30,7 @@ def export_run(run_dir, to=None, version=None, checkpoint="best", beam_size=4, a
     Returns:
         `pathlib.Path` of the version directory.
     """
+    backends.require_tensorflow("zoo export", "there it reads a run trained on JAX as it is")
     run = load_run(run_dir, checkpoint)
     root = pathlib.Path(to) if to is not None else pathlib.Path("saved_models") / run.name
     say(f"Exporting {run.name} ({run.checkpoint.name}) to {root}...", quiet)

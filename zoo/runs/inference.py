@@ -3,16 +3,27 @@
 import keras
 import tensorflow as tf
 
+from keras_attention import backends
 from keras_attention.checks import check_int
 from zoo import decode
 from zoo.decode import copy_steps
 from zoo.decode.defaults import RNN_MAX_LENGTH
 from zoo.errors import ZooError
 from zoo.runs.imported import decoding_options
-from zoo.runs.rundir import as_run
+from zoo.runs.rundir import as_run, read_config
 from zoo.text import copying
 from zoo.text.ids import encode_sources
 from zoo.text.special import special_ids
+
+
+def require_decoding(command, run_dir, alternative=None):
+    """Refuse `command` (e.g. `"zoo evaluate"`) on a translation run before any work when
+    Keras' backend is not TensorFlow, in one line (`BackendError`): zoo's decoding loops are
+    TensorFlow's (`zoo.decode`). A run trained on JAX decodes under TensorFlow as it is."""
+    if not backends.is_tensorflow() and read_config(run_dir)["kind"] == "translation":
+        backends.require_tensorflow(
+            f"{command} of a translation run (decoding)",
+            alternative or "there it reads a run trained on JAX as it is")
 
 
 def padded_sources(tokenizer, sentences, max_length):

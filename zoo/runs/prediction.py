@@ -15,7 +15,7 @@ from google.protobuf import message
 
 from zoo import files
 from zoo.errors import ZooError
-from zoo.runs.inference import translate
+from zoo.runs.inference import require_decoding, translate
 from zoo.runs.rundir import load_run
 
 
@@ -108,6 +108,8 @@ def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"
         sampling = dataclasses.replace(sampling, seed=secrets.randbits(63))
     path = pathlib.Path(path)
     if (path / "config.json").is_file():
+        require_decoding("zoo predict", path, "there it reads a run trained on JAX as it is, "
+                         "and here zoo predict takes the SavedModel that zoo export writes")
         run = load_run(path, checkpoint)
         if run.kind == "translation":
             if beam_size is None:
