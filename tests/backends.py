@@ -72,6 +72,29 @@ def _torch_gradients(fn, tensors, variables):
                                       for g in grads]
 
 
+def jacobian(fn, tensor):
+    """The Jacobian of `fn(tensor)` w.r.t. `tensor`, a NumPy array of shape
+    `fn(tensor).shape + tensor.shape` (TensorFlow's `tape.jacobian`, `jax.jacobian`,
+    `torch.autograd.functional.jacobian`). `fn` may call built layers (their weights fixed)."""
+    tensor = keras.ops.convert_to_tensor(tensor)
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            tape.watch(tensor)
+            value = fn(tensor)
+        return to_numpy(tape.jacobian(value, tensor))
+    if BACKEND == "jax":
+        import jax
+
+        return np.asarray(jax.jacobian(fn)(tensor))
+    if BACKEND == "torch":
+        import torch
+
+        return torch.autograd.functional.jacobian(fn, tensor).detach().cpu().numpy()
+    raise NotImplementedError(f"no Jacobian for the {BACKEND!r} backend")
+
+
 def compiled(fn):
     """`fn` compiled by the backend's XLA (`tf.function(jit_compile=True)`, `jax.jit`).
 

@@ -6,9 +6,12 @@ Shape legend: B batch, T length, C channels, k kernel size, d dilation.
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 import keras_attention as ka
+
+import backends
+from backends import to_numpy
 
 B, T, C = 2, 20, 3
 
@@ -33,8 +36,8 @@ def _numpy_causal_conv(x, kernel, bias, dilation):
 def test_causal_conv_matches_numpy(kernel_size, dilation):
     x = _x(B, T, C)
     layer = ka.CausalConv1D(5, kernel_size, dilation_rate=dilation, bias_initializer="ones")
-    actual = layer(x).numpy()
-    kernel, bias = (w.numpy() for w in layer.weights)
+    actual = to_numpy(layer(x))
+    kernel, bias = (to_numpy(w) for w in layer.weights)
     np.testing.assert_allclose(actual, _numpy_causal_conv(x, kernel, bias, dilation),
                                rtol=1e-5, atol=1e-5)
 
@@ -46,7 +49,7 @@ def test_causal_conv_equals_keras_causal_padding():
     ours(x)
     reference(x)
     reference.set_weights(ours.get_weights())
-    np.testing.assert_allclose(ours(x).numpy(), reference(x).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(ours(x)), to_numpy(reference(x)), rtol=1e-6, atol=1e-6)
 
 
 def _layers():
@@ -63,11 +66,11 @@ def _layers():
 def test_outputs_never_depend_on_later_inputs(name):
     layer = _layers()[name]()
     x = _x(B, T, C)
-    baseline = layer(x).numpy()
+    baseline = to_numpy(layer(x))
     for t in (0, 7, T - 2):
         perturbed = x.copy()
         perturbed[:, t + 1:] += 10.0 * _x(B, T - t - 1, C, seed=t + 1)
-        changed = layer(perturbed).numpy()
+        changed = to_numpy(layer(perturbed))
         np.testing.assert_array_equal(changed[:, : t + 1], baseline[:, : t + 1])
         assert not np.allclose(changed[:, t + 1:], baseline[:, t + 1:])
 
@@ -75,11 +78,14 @@ def test_outputs_never_depend_on_later_inputs(name):
 @pytest.mark.parametrize("name", ["conv", "block", "stack"])
 def test_jacobian_is_lower_triangular_in_time(name):
     layer = _layers()[name]()
-    x = tf.constant(_x(1, T, C))
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = layer(x)
-    jacobian = tape.jacobian(y, x).numpy()[0, :, :, 0]  # (T, F, T, C)
+    # Positive inputs and weights, the same on every backend (their random streams differ):
+    # every ReLU is active, so no dead unit hides a dependence, above or on the diagonal.
+    x = np.abs(_x(1, T, C))
+    layer(x)  # built outside the differentiation
+    rng = np.random.default_rng(10)
+    for weight in layer.weights:
+        weight.assign(rng.uniform(0.05, 1.0, tuple(weight.shape)).astype("float32"))
+    jacobian = backends.jacobian(layer, x)[0, :, :, 0]  # (T, F, T, C)
     dependence = np.abs(jacobian).sum(axis=(1, 3))  # output t × input s
     assert np.all(dependence[np.triu_indices(T, k=1)] == 0.0)
     assert np.all(np.diag(dependence) > 0)
@@ -94,11 +100,10 @@ def test_receptive_field_formula():
 
 def _empirical_receptive_field(layer, length, channels):
     """How many input positions change the last output (Jacobian of the last position)."""
-    x = tf.constant(_x(1, length, channels, seed=3))
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        last = tf.reduce_sum(layer(x)[:, -1] * _x(1, layer(x).shape[-1], seed=4))
-    gradient = tape.gradient(last, x).numpy()[0]  # (T, C)
+    x = _x(1, length, channels, seed=3)
+    weights = _x(1, layer(x).shape[-1], seed=4)  # (built outside the differentiation)
+    _, (gradient,) = backends.gradients(lambda x: ops.sum(ops.multiply(layer(x)[:, -1], weights)), [x])
+    gradient = gradient[0]  # (T, C)
     seen = np.nonzero(np.abs(gradient).sum(-1))[0]
     return length - seen.min()
 
@@ -130,9 +135,9 @@ def test_masked_positions_are_zeroed_and_the_mask_passes_on():
     block = ka.DilatedResidualBlock(4, 2)
     x = embedding(ids)
     y = block(conv(x))
-    np.testing.assert_array_equal(y._keras_mask.numpy(), ids != 0)
-    zeroed = x.numpy() * (ids != 0)[..., None]
-    np.testing.assert_allclose(conv(x).numpy(), conv(zeroed).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(to_numpy(y._keras_mask), ids != 0)
+    zeroed = to_numpy(x) * (ids != 0)[..., None]
+    np.testing.assert_allclose(to_numpy(conv(x)), to_numpy(conv(zeroed)), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize(
