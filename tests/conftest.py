@@ -81,7 +81,7 @@ def pytest_ignore_collect(collection_path, config):
 # Xeon VM). tests/test_layout.py checks that the list names every file that uses them.
 SHARED_RUN_FILES = (
     "test_cli.py", "test_export_int8.py", "test_failure_matrix.py", "test_export_buckets.py",
-    "test_runs.py", "test_sampling.py",
+    "test_runs.py", "test_sampling.py", "test_train_jax.py",
 )
 
 
