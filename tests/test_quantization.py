@@ -7,10 +7,12 @@ docstring): per-output-unit weight scales, per-row input scales, integer product
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 import keras_attention as ka
 from keras_attention import quantization
+
+from backends import to_numpy
 
 
 def quantize_np(x, axes):
@@ -30,11 +32,29 @@ def test_int8_matmul_is_the_integer_product_rescaled():
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((5, 16)), rng.standard_normal((16, 7))
     kernel, scale = quantization.quantize_kernel(w.astype("float32"))
-    got = quantization.int8_matmul(tf.constant(x, tf.float32), kernel, scale, "float32")
+    got = to_numpy(quantization.int8_matmul(ops.convert_to_tensor(x, "float32"), kernel, scale,
+                                            "float32"))
     np.testing.assert_allclose(got, int8_matmul_np(x, w), rtol=1e-5, atol=1e-5)
     assert keras.ops.convert_to_numpy(kernel).dtype == np.int8
     # and close to the float product: one part in a hundred here
     np.testing.assert_allclose(got, x @ w, atol=0.05 * np.abs(x @ w).max())
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_int8_products_are_summed_exactly_in_int32(transpose_b):
+    """Sums past 2**24, where float32 would round: the integer product on every backend
+    (TensorFlow's MatMul with an int32 output, int32 `keras.ops.matmul` elsewhere)."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(-127, 128, (3, 4096)).astype("int8")
+    b = rng.integers(-127, 128, (4096, 5)).astype("int8")
+    a[0], b[:, 0], a[0, 0] = 127, 127, 0  # 4095 · 127² = 66,048,255
+    expected = a.astype(np.int64) @ b.astype(np.int64)
+    assert expected[0, 0] == 66_048_255 != int(np.float32(expected[0, 0]))  # float32 rounds it
+    got = quantization._int32_matmul(ops.convert_to_tensor(a),
+                                     ops.convert_to_tensor(b.T.copy() if transpose_b else b),
+                                     transpose_b=transpose_b)
+    assert keras.backend.standardize_dtype(got.dtype) == "int32"
+    np.testing.assert_array_equal(to_numpy(got), expected)
 
 
 @pytest.mark.parametrize("scoring", ["scaled_dot", "additive"])
@@ -50,13 +70,14 @@ def test_quantized_attention_matches_numpy_int8_projections(scoring):
     assert layer.query_kernel.dtype == "int8" and layer.output_kernel.dtype == "int8"
     q = int8_matmul_np(query.reshape(6, 8), float_weights["query_kernel"].reshape(8, 8))
     q = q.reshape(2, 3, 8) + float_weights["query_bias"].reshape(8)
-    projected = layer._project(tf.constant(query, tf.float32), ("query",))[0]  # (B, N, T, H)
+    projected = to_numpy(layer._project(ops.convert_to_tensor(query, "float32"), ("query",))[0])
+    assert projected.shape == (2, 2, 3, 4)  # (B, N, T, H)
     np.testing.assert_allclose(
         np.transpose(projected, (0, 2, 1, 3)).reshape(2, 3, 8), q, rtol=1e-5, atol=1e-5
     )
     heads = rng.standard_normal((4, 2 * 4))
     out = int8_matmul_np(heads, float_weights["output_kernel"].reshape(8, 8))
-    got = layer._projection(tf.constant(heads, tf.float32), ("output",))
+    got = to_numpy(layer._projection(ops.convert_to_tensor(heads, "float32"), ("output",)))
     np.testing.assert_allclose(got, out + float_weights["output_bias"], rtol=1e-5, atol=1e-5)
 
 
@@ -100,6 +121,7 @@ def test_tied_logits_from_an_int8_table_match_numpy():
     embedding.token_embedding.quantize("int8")  # one scale per token (Keras' Embedding)
     y = rng.standard_normal((2, 3, 6)).astype("float32")
     expected = int8_matmul_np(y.reshape(6, 6), table.T).reshape(2, 3, 11)
-    np.testing.assert_allclose(embedding(y, reverse=True), expected, rtol=1e-5, atol=1e-5)
-    table_major = embedding.int8_logits(tf.constant(y), table_major=True)
+    np.testing.assert_allclose(to_numpy(embedding(y, reverse=True)), expected, rtol=1e-5,
+                               atol=1e-5)
+    table_major = to_numpy(embedding.int8_logits(ops.convert_to_tensor(y), table_major=True))
     np.testing.assert_allclose(table_major, expected, rtol=1e-5, atol=1e-5)
