@@ -11,7 +11,7 @@ The shared layer check of the layer runs in tests/test_layers.py.
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 import keras_attention as ka
 import zoo
@@ -19,6 +19,8 @@ from keras_attention import monotonic_alignment
 from keras_attention.layers import monotonic
 from zoo import decode, seq2seq
 
+import backends
+from backends import to_numpy
 from rnnsearch_checks import (  # pytest puts tests/ (no __init__.py) on sys.path
     check_export_serves_decoding,
     check_keras_round_trip,
@@ -67,7 +69,7 @@ def np_chunkwise(alignment, energies, w, mask):
 
 
 def _weights(layer):
-    return {w.path.split("/")[-1]: np.asarray(w.numpy(), "float64") for w in layer.weights}
+    return {w.path.split("/")[-1]: to_numpy(w).astype("float64") for w in layer.weights}
 
 
 def np_energies(layer, query, value, mask, chunk=False):
@@ -100,27 +102,60 @@ def _layer(chunk_size=None, seed=3, score_scale=None, score_bias=0.0, **options)
 
 def test_safe_cumprod_is_the_cumulative_product():
     x = np.random.default_rng(0).uniform(0.05, 1.0, (3, 9)).astype("float32")
-    np.testing.assert_allclose(monotonic_alignment.safe_cumprod(x), np.cumprod(x, -1), rtol=1e-5)
+    np.testing.assert_allclose(to_numpy(monotonic_alignment.safe_cumprod(x)), np.cumprod(x, -1),
+                               rtol=1e-5)
     exclusive = np.concatenate([np.ones((3, 1)), np.cumprod(x, -1)[:, :-1]], -1)
-    np.testing.assert_allclose(monotonic_alignment.safe_cumprod(x, exclusive=True), exclusive, rtol=1e-5)
-    zero = tf.constant([[0.5, 0.0, 0.5]])  # a factor 0 counts as `tiny`: log stays finite
-    with tf.GradientTape() as tape:
-        tape.watch(zero)
-        product = monotonic_alignment.safe_cumprod(zero)
-    gradient = tape.gradient(product, zero)
+    np.testing.assert_allclose(to_numpy(monotonic_alignment.safe_cumprod(x, exclusive=True)),
+                               exclusive, rtol=1e-5)
+    zero = np.array([[0.5, 0.0, 0.5]], "float32")  # a factor 0 counts as `tiny`: log stays finite
+    product = to_numpy(monotonic_alignment.safe_cumprod(zero))
+    _, (gradient,) = backends.gradients(
+        lambda zero: ops.sum(monotonic_alignment.safe_cumprod(zero)), [zero])
     assert product[0, 0] == 0.5 and 0 <= np.max(product[0, 1:]) <= np.finfo("float32").tiny
-    assert np.all(np.isfinite(gradient))
+    assert gradient is not None and np.all(np.isfinite(gradient))
 
 
-@pytest.mark.parametrize("mode", ["prefix", "parallel", "recursive"])
-def test_expected_alignment_matches_the_recurrence(mode):
+def _probabilities_and_recurrence():
+    """Choosing probabilities `(2, 4, 11)` in [0.05, 0.95], a previous alignment, and the
+    alignment by the recurrence."""
     rng = np.random.default_rng(0)
     p = rng.uniform(0.05, 0.95, (2, 4, 11))
     previous = rng.random((2, 4, 11))
     previous /= previous.sum(-1, keepdims=True)
     expected = np_alignment_recurrence(p, previous)
+    return p, previous, expected
+
+
+@pytest.mark.parametrize("mode", ["prefix", "parallel", "recursive"])
+def test_expected_alignment_matches_the_recurrence(mode):
+    p, previous, expected = _probabilities_and_recurrence()
     actual = monotonic_alignment.monotonic_alignment(p.astype("float32"), previous.astype("float32"), mode)
-    np.testing.assert_allclose(actual, expected, atol=2e-6)
+    np.testing.assert_allclose(to_numpy(actual), expected, atol=2e-6)
+
+    # Differentiable (the prefix scan, the training default, also in XLA).
+    def loss(p, previous):
+        return ops.sum(monotonic_alignment.monotonic_alignment(p, previous, mode) ** 2)
+
+    inputs = (p.astype("float32"), previous.astype("float32"))
+    runs = [backends.gradients(loss, inputs)]
+    if mode == "prefix" and backends.BACKEND != "torch":  # PyTorch: no XLA here
+        runs.append(backends.compiled_gradients(loss, inputs))
+    for value, (gradient, _) in runs:
+        np.testing.assert_allclose(value, np.sum(expected ** 2), rtol=1e-5)
+        assert np.all(np.isfinite(gradient)) and np.any(gradient != 0)
+    first = np.eye(11)[0]  # α_0 = δ_1: the head stops at j with probability p_j Π_{l<j} (1 − p_l)
+    start = to_numpy(monotonic_alignment.monotonic_alignment(p[0, :1], first[None], mode))[0]
+    np.testing.assert_allclose(start, p[0, 0] * np.concatenate([[1], np.cumprod(1 - p[0, 0])[:-1]]),
+                               atol=2e-6)
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("mode", ["prefix", "parallel", "recursive"])
+def test_expected_alignment_with_unknown_lengths(mode):
+    """A TensorFlow graph traced for any batch and length (`input_signature`)."""
+    import tensorflow as tf
+
+    p, previous, expected = _probabilities_and_recurrence()
     # Unknown lengths (a tf.data pipeline's batches): the same, and differentiable (the prefix
     # scan, the training default, also in XLA).
     spec = tf.TensorSpec([None, None, None], tf.float32)
@@ -139,10 +174,6 @@ def test_expected_alignment_matches_the_recurrence(mode):
         np.testing.assert_allclose(dynamic, expected, atol=2e-6)
         gradient = np.asarray(gradient)
         assert np.all(np.isfinite(gradient)) and np.any(gradient != 0)
-    first = np.eye(11)[0]  # α_0 = δ_1: the head stops at j with probability p_j Π_{l<j} (1 − p_l)
-    start = np.asarray(monotonic_alignment.monotonic_alignment(p[0, :1], first[None], mode))[0]
-    np.testing.assert_allclose(start, p[0, 0] * np.concatenate([[1], np.cumprod(1 - p[0, 0])[:-1]]),
-                               atol=2e-6)
 
 
 def test_closed_form_fails_where_the_products_underflow():
@@ -152,14 +183,22 @@ def test_closed_form_fails_where_the_products_underflow():
     previous = np.eye(5, dtype="float32")[[3]]  # the head stopped at position 3 last time
     expected = [[0, 0, 0, 1, 0]]
     for mode in ("prefix", "recursive"):
-        np.testing.assert_array_equal(monotonic_alignment.monotonic_alignment(p, previous, mode), expected)
-    np.testing.assert_array_equal(monotonic_alignment.monotonic_alignment(p, previous, "parallel"), 0)
+        np.testing.assert_array_equal(
+            to_numpy(monotonic_alignment.monotonic_alignment(p, previous, mode)), expected)
+    # The mass is lost: 1 becomes float32's smallest normal number / CLIP_DIVISOR at most
+    # (exactly 0 where subnormal numbers flush to zero, as in TensorFlow's kernels and XLA's;
+    # PyTorch keeps exp(log(tiny)), just under tiny, and gets 1.2e-28).
+    lost = to_numpy(monotonic_alignment.monotonic_alignment(p, previous, "parallel"))
+    np.testing.assert_array_less(lost, np.finfo("float32").tiny / monotonic_alignment.CLIP_DIVISOR)
+    np.testing.assert_array_equal(lost[0, [0, 1, 2, 4]], 0)
     rng = np.random.default_rng(0)
     p = rng.uniform(0.05, 0.95, (16, 64)).astype("float32")
     previous = np.eye(64, dtype="float32")[rng.integers(32, 64, 16)]
     reference = np_alignment_recurrence(p.astype("float64"), previous)
-    np.testing.assert_allclose(monotonic_alignment.monotonic_alignment(p, previous), reference, atol=1e-6)
-    error = np.abs(monotonic_alignment.monotonic_alignment(p, previous, "parallel") - reference).max()
+    np.testing.assert_allclose(to_numpy(monotonic_alignment.monotonic_alignment(p, previous)),
+                               reference, atol=1e-6)
+    parallel = to_numpy(monotonic_alignment.monotonic_alignment(p, previous, "parallel"))
+    error = np.abs(parallel - reference).max()
     assert error > 0.5
 
 
@@ -167,27 +206,28 @@ def test_layer_trains_on_the_expected_alignment_step_after_step():
     """`training=True` without noise: each step's α and context are the numpy recurrence on the
     layer's own energies, fed the previous step's α; padding gets p = 0."""
     layer, value = _layer(sigmoid_noise=0.0, score_bias=-0.5)
-    previous = np.asarray(layer.initial_alignment(value), "float64")
+    previous = to_numpy(layer.initial_alignment(value)).astype("float64")
     np.testing.assert_array_equal(previous, np.eye(S)[[0, 0, 0]])
     for step in range(4):
         query = _x(B, DQ, seed=10 + step)
-        context, alignment = layer(query, value, previous.astype("float32"), value_mask=MASK,
-                                   training=True, return_attention_scores=True)
+        context, alignment = map(to_numpy, layer(query, value, previous.astype("float32"),
+                                                 value_mask=MASK, training=True,
+                                                 return_attention_scores=True))
         p = np.where(MASK, _sigmoid(np_energies(layer, query, value, MASK)), 0.0)
         expected = np.stack([np_alignment_sum(p[b], previous[b]) for b in range(B)])
         np.testing.assert_allclose(alignment, expected, atol=1e-5)
         np.testing.assert_allclose(context, np.einsum("bs,bsd->bd", expected, value), atol=1e-5)
-        assert np.all(np.asarray(alignment)[~MASK] == 0)
+        assert np.all(alignment[~MASK] == 0)
         previous = expected
     assert 0 < previous.sum(-1).min() and previous.sum(-1).max() < 0.99  # mass runs off the end
 
 
 def test_sigmoid_noise_only_in_training():
     layer, value = _layer(sigmoid_noise=1.0, seed=5)
-    query, previous = _x(B, DQ, seed=2), np.asarray(layer.initial_alignment(value))
-    first = layer(query, value, previous, mode="prefix")
-    np.testing.assert_array_equal(first, layer(query, value, previous, mode="prefix"))
-    noisy = [np.asarray(layer(query, value, previous, training=True)) for _ in range(2)]
+    query, previous = _x(B, DQ, seed=2), to_numpy(layer.initial_alignment(value))
+    first = to_numpy(layer(query, value, previous, mode="prefix"))
+    np.testing.assert_array_equal(first, to_numpy(layer(query, value, previous, mode="prefix")))
+    noisy = [to_numpy(layer(query, value, previous, training=True)) for _ in range(2)]
     assert np.abs(noisy[0] - first).max() > 1e-3 and np.abs(noisy[0] - noisy[1]).max() > 1e-3
 
 
@@ -199,13 +239,14 @@ def test_mocha_expected_weights_match_the_paper(chunk_size):
     query = _x(B, DQ, seed=4)
     previous = np.abs(_x(B, S, seed=5)) * MASK
     previous /= previous.sum(-1, keepdims=True)
-    context, beta, alpha = layer(query, value, previous, value_mask=MASK, training=True,
-                                 return_attention_scores=True, return_alignment=True)
+    context, beta, alpha = map(to_numpy, layer(query, value, previous, value_mask=MASK,
+                                               training=True, return_attention_scores=True,
+                                               return_alignment=True))
     p = np.where(MASK, _sigmoid(np_energies(layer, query, value, MASK)), 0.0)
     np.testing.assert_allclose(alpha, [np_alignment_sum(p[b], previous[b]) for b in range(B)],
                                atol=1e-5)
     u = np_energies(layer, query, value, MASK, chunk=True)
-    expected = np.stack([np_chunkwise(np.asarray(alpha[b], "float64"), u[b], chunk_size, MASK[b])
+    expected = np.stack([np_chunkwise(alpha[b].astype("float64"), u[b], chunk_size, MASK[b])
                          for b in range(B)])
     np.testing.assert_allclose(beta, expected, atol=1e-5)
     np.testing.assert_allclose(context, np.einsum("bs,bsd->bd", expected, value), atol=1e-5)
@@ -230,8 +271,8 @@ def _hard_steps(layer, value, steps, mask=MASK, seed=20, previous=None):
         hard = layer(query, value, previous, value_mask=mask, return_attention_scores=True,
                      return_alignment=True, mode="hard")
         for a, h in zip(online, hard):
-            np.testing.assert_allclose(a, h, atol=1e-6)
-        outputs.append([np.asarray(x) for x in online])
+            np.testing.assert_allclose(to_numpy(a), to_numpy(h), atol=1e-6)
+        outputs.append([to_numpy(x) for x in online])
         previous = online[2]
     return outputs
 
@@ -271,7 +312,8 @@ def test_online_step_reads_only_from_the_previous_position_to_the_stop():
         changed[b, : start[b]] = 100.0
         changed[b, stop[b] + 1:] = -100.0
     query = _x(B, DQ, seed=20 + 3)
-    again = layer(query, changed, previous, value_mask=MASK, return_alignment=True)
+    again = [to_numpy(x) for x in layer(query, changed, previous, value_mask=MASK,
+                                        return_alignment=True)]
     np.testing.assert_array_equal(again[1], alignment)
     np.testing.assert_allclose(again[0], context, atol=1e-6)
 
@@ -291,7 +333,7 @@ def test_saturated_probabilities_make_soft_and_hard_agree(chunk_size):
         soft = layer(query, value, previous, value_mask=MASK, training=True,
                      return_attention_scores=True, return_alignment=True)
         for s, h in zip(soft, hard[step]):
-            np.testing.assert_allclose(s, h, atol=1e-5)
+            np.testing.assert_allclose(to_numpy(s), h, atol=1e-5)
         previous = soft[2]
     alignments = np.stack([h[2] for h in hard], 1)  # (B, T, S)
     positions = np.where(alignments.sum(-1) > 0, alignments.argmax(-1), S)
@@ -303,10 +345,10 @@ def test_sequence_of_queries_is_hard_at_inference():
     layer, value = _layer(chunk_size=2, score_bias=-1.0, seed=11)
     outputs = _hard_steps(layer, value, steps=5)
     queries = np.stack([_x(B, DQ, seed=20 + t) for t in range(5)], 1)
-    previous = np.stack([np.asarray(layer.initial_alignment(value))]
+    previous = np.stack([to_numpy(layer.initial_alignment(value))]
                         + [alignment for _, _, alignment in outputs[:-1]], 1)
-    context, weights = layer(queries, value, previous, value_mask=MASK,
-                             return_attention_scores=True)
+    context, weights = map(to_numpy, layer(queries, value, previous, value_mask=MASK,
+                                           return_attention_scores=True))
     np.testing.assert_allclose(context, np.stack([c for c, _, _ in outputs], 1), atol=1e-6)
     np.testing.assert_allclose(weights, np.stack([w for _, w, _ in outputs], 1), atol=1e-6)
     with pytest.raises(ValueError, match="online"):
@@ -378,10 +420,14 @@ def test_parameter_counts_match_the_configs(models):
         - additive == 8 + 2 + 64 + 128 + 16
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("attention", ["monotonic", "mocha"])
 def test_cached_steps_and_greedy_match_the_full_model(attention, models):
     """The cached step (online hard attention, α in the state) gives the full model's logits at
-    inference, and cached greedy decoding equals uncached, token for token."""
+    inference, and cached greedy decoding equals uncached, token for token (zoo.decode: a
+    TensorFlow loop)."""
+    import tensorflow as tf
+
     model = models[attention]
     source = _source()
     target = np.array([[2, 7, 8, 9, 4, 5], [2, 12, 13, 14, 6, 6], [2, 4, 4, 9, 9, 10]], "int32")
@@ -404,9 +450,10 @@ def test_cached_steps_and_greedy_match_the_full_model(attention, models):
     np.testing.assert_array_equal(beam, cached)
 
 
-def test_rnnsearch_trains_and_round_trips(tmp_path):
-    """Three training steps (expected alignments with noise) lower the loss; the `.keras` file
-    loads back as MoChA and decodes the same."""
+@pytest.fixture(scope="module")
+def trained_mocha():
+    """A MoChA RNNsearch after three training steps (expected alignments with noise) on a copy
+    task: `(model, losses, source, inputs)`."""
     keras.utils.set_random_seed(0)
     model = zoo.get("seq2seq-bahdanau-small", attention="mocha", compile=False, **SIZES)
     rng = np.random.default_rng(0)
@@ -416,15 +463,34 @@ def test_rnnsearch_trains_and_round_trips(tmp_path):
               "target": np.concatenate([np.full((32, 1), 2), target[:, :-1]], 1).astype("int32")}
     optimizer, loss = keras.optimizers.Adam(0.01), ka.MaskedSparseCategoricalCrossentropy()
     losses = []
-    for _ in range(3):  # eager steps: quicker here than compiling `fit`'s train step
-        with tf.GradientTape() as tape:
-            losses.append(loss(target, model(inputs, training=True)))
-        optimizer.apply(tape.gradient(losses[-1], model.trainable_weights),
-                        model.trainable_weights)
+    for _ in range(3):  # single steps: quicker here than compiling `fit`'s train step
+        value, gradients = backends.gradients(
+            lambda: loss(target, model(inputs, training=True)), (), model.trainable_weights)
+        losses.append(value)
+        optimizer.apply([ops.convert_to_tensor(g) for g in gradients], model.trainable_weights)
+    return model, losses, source, inputs
+
+
+def test_rnnsearch_trains_and_round_trips(trained_mocha, tmp_path):
+    """Three training steps lower the loss; the `.keras` file loads back as MoChA with the
+    same outputs."""
+    model, losses, _, inputs = trained_mocha
     assert np.all(np.isfinite(losses)) and losses[2] < losses[1] < losses[0]
-    loaded = check_keras_round_trip(model, tmp_path / "mocha.keras", source[:4], max_length=7)
+    model.save(tmp_path / "mocha.keras")
+    loaded = keras.saving.load_model(tmp_path / "mocha.keras")
     decoder = loaded.get_layer("decoder")
     assert decoder.attention_type == "mocha" and decoder.attention.chunk_size == 3
+    np.testing.assert_array_equal(to_numpy(loaded(inputs, training=False)),
+                                  to_numpy(model(inputs, training=False)))
+
+
+@pytest.mark.tensorflow_only
+def test_trained_rnnsearch_decodes_the_same_after_a_keras_file(trained_mocha, tmp_path):
+    """The `.keras` file of the trained MoChA RNNsearch greedy-decodes as the model does
+    (zoo.decode: a TensorFlow loop)."""
+    model, _, source, _ = trained_mocha
+    loaded = check_keras_round_trip(model, tmp_path / "mocha.keras", source[:4], max_length=7)
+    assert loaded.get_layer("decoder").attention_type == "mocha"
 
 
 def test_decoder_config_round_trip_and_old_configs():
@@ -440,6 +506,7 @@ def test_decoder_config_round_trip_and_old_configs():
         zoo.config("seq2seq-bahdanau-small", attention="mocha", mocha_chunk_size=0)
 
 
+@pytest.mark.tensorflow_only
 def test_export_serves_what_decoding_gives(models, tmp_path):
     """The SavedModel of a MoChA RNNsearch: its beam and greedy signatures equal in-process
     decoding."""
