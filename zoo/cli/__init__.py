@@ -8,7 +8,7 @@
                                    --set key=value ...]
     zoo evaluate RUN_DIR [--checkpoint best|last|average --beam-size K --limit N --confidence [N]]
     zoo compare RUN_A RUN_B [--beam-size K --limit N --samples N]
-    zoo export RUN_DIR [--to saved_models/NAME --version N]
+    zoo export RUN_DIR [--to saved_models/NAME --version N --format litert|onnx|openvino]
     zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K]
     zoo predict RUN_DIR|SAVED_MODEL INPUT... [--beam-size K --top-k K --json
                                               --sample --temperature T --top-p P --seed S]
