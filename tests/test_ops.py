@@ -5,12 +5,13 @@ Shape legend: B batch, T queries, S keys/values, D feature size, U additive hidd
 
 import math
 
-import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_attention import ops as attention_ops
+
+from backends import to_numpy
 
 ATOL = 1e-5
 
@@ -56,10 +57,6 @@ def np_sinusoidal(length, depth, base=10000.0):
             angle = i / base ** (2 * j / depth)
             table[i, column] = math.sin(angle) if column % 2 == 0 else math.cos(angle)
     return table
-
-
-def to_numpy(x):
-    return keras.ops.convert_to_numpy(x)
 
 
 @pytest.fixture
