@@ -5,8 +5,9 @@ Runtime (issue #32).
         [--sentences 500] [--rounds 3] [--length 32] [--quick]
     python benchmarks/bench_inference.py vit [--rounds 3] [--quick]   # see vit_inference.py
 
-The `vit` part (the zoo's two ViT exports, timm on PyTorch, ONNX Runtime) is
-`benchmarks/vit_inference.py`; what follows is the translation part.
+The `vit` part (the zoo's two ViT exports, timm on PyTorch, ONNX Runtime; with `--engines`, the
+zoo's LiteRT, ONNX and OpenVINO exports too, issue #51) is `benchmarks/vit_inference.py`; what
+follows is the translation part.
 
 Needs the `bench` extra (`pip install -e .[bench]`: torch, transformers, ctranslate2,
 sentencepiece, ...). No network: sources and the random model are made on the machine.

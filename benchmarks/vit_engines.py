@@ -1,7 +1,7 @@
 """The ViT engines of `bench_inference.py vit`, each served in a process of its own.
 
     python benchmarks/vit_engines.py write-timm SETTINGS.json   # the timm model, its ONNX export
-    python benchmarks/vit_engines.py export-zoo SETTINGS.json   # the zoo's two exports (PYTHONPATH: the repo)
+    python benchmarks/vit_engines.py export-zoo SETTINGS.json   # the zoo's exports (PYTHONPATH: the repo)
     python benchmarks/vit_engines.py ENGINE SETTINGS.json       # serve one engine
 
 An engine loads, prints `ready`, then answers one JSON line per request line
@@ -18,10 +18,16 @@ Engines: `saved-model`, `saved-model-jit` (`tf.saved_model.load` of the zoo's de
 `jit_compile=True` exports, `serving_default`: probabilities, top-k and class names; the
 process never imports the zoo, as a user's serving process would), `timm` (the
 PyTorch model, eval, `torch.inference_mode()`), `onnxruntime` (timm's model exported by
-`torch.onnx.export`, CPU provider). tf2onnx from the SavedModel is not usable here: it
-pins protobuf 3.20, and TensorFlow 2.21 needs a newer one. Threads: `threads` for
-TensorFlow's intra- and inter-op pools, `torch.set_num_threads`, ONNX Runtime's intra-op
-pool (inter-op 1, sequential execution).
+`torch.onnx.export`, CPU provider). With the `deploy` extra, the zoo's own exports in the
+formats' runtimes (issue #51; `zoo export --format`, uint8 images in, probabilities out, as
+`serving_default`): `litert` (`ai_edge_litert`'s interpreter, one per batch size so that no
+call reallocates its tensors), `onnxruntime-zoo` (the zoo's ONNX file, written through
+tf2onnx), `openvino` (OpenVINO's CPU plugin at f32 inference precision, as the export's
+`runtime_options` say) and `openvino-bf16` (the plugin's default on CPUs with AVX512_BF16 or
+AMX: bfloat16), and `litert-int8`, `onnxruntime-zoo-int8` (`--quantize int8`). Threads:
+`threads` for TensorFlow's intra- and inter-op pools, `torch.set_num_threads`, ONNX Runtime's
+intra-op pool (inter-op 1, sequential execution), LiteRT's `num_threads`, OpenVINO's
+`INFERENCE_NUM_THREADS`.
 
 The model: timm's `vit_base_patch16_224` (`size` "full") or a one-block VisionTransformer
 of width 32 at 224x224 (`size` "tiny"), random weights from `seed` (timm's own
@@ -88,14 +94,29 @@ def write_timm(settings):
     print(f"timm model: {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
 
 
+# The engines of the zoo's LiteRT, ONNX and OpenVINO exports: (format, quantize) of the export.
+FORMAT_ENGINES = {"litert": ("litert", None), "litert-int8": ("litert", "int8"),
+                  "onnxruntime-zoo": ("onnx", None), "onnxruntime-zoo-int8": ("onnx", "int8"),
+                  "openvino": ("openvino", None), "openvino-bf16": ("openvino", None)}
+
+
 def export_zoo(settings):
-    """The zoo's default and `jit_compile=True` exports of the timm file, version 1 each."""
+    """The zoo's default and `jit_compile=True` exports of the timm file, version 1 each, and the
+    format exports that `settings["formats"]` asks for (`{engine: version directory}`)."""
     import zoo
 
     name, sizes = ("vit-ti16", TINY_ZOO) if settings["size"] == "tiny" else ("vit-b16", {})
     model = zoo.get(name, weights=settings["timm"], compile=False, **sizes)
     for key, jit in (("export", False), ("export_jit", True)):
         zoo.export(model, os.path.dirname(settings[key]), version=1, jit_compile=jit)
+    written = {}
+    for engine, path in settings.get("formats", {}).items():
+        format_, quantize = FORMAT_ENGINES[engine]
+        if (format_, quantize) not in written:
+            written[format_, quantize] = path
+            zoo.export(model, os.path.dirname(path), version=1, format=format_, quantize=quantize)
+        elif written[format_, quantize] != path:
+            raise SystemExit(f"{engine}: one export, two paths")
 
 
 def set_tf_threads(threads):
@@ -150,6 +171,44 @@ def onnxruntime_engine(settings):
     return classify
 
 
+def litert_engine(settings, engine):
+    from ai_edge_litert.interpreter import Interpreter
+
+    path = os.path.join(settings["formats"][engine], "model.tflite")
+    runners = {}  # one interpreter per batch size: a new size reallocates every tensor
+
+    def classify(images):
+        if len(images) not in runners:
+            interpreter = Interpreter(model_path=path, num_threads=settings["threads"])
+            runners[len(images)] = interpreter.get_signature_runner()
+        return np.log(runners[len(images)](images=images)["probabilities"])
+
+    return classify
+
+
+def onnxruntime_zoo_engine(settings, engine):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = settings["threads"]
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    session = onnxruntime.InferenceSession(os.path.join(settings["formats"][engine], "model.onnx"),
+                                           options, providers=["CPUExecutionProvider"])
+    return lambda images: np.log(session.run(["probabilities"], {"images": images})[0])
+
+
+def openvino_engine(settings, engine):
+    import openvino
+
+    config = {"INFERENCE_NUM_THREADS": settings["threads"]}
+    if engine == "openvino":
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    compiled = openvino.Core().compile_model(
+        os.path.join(settings["formats"][engine], "model.xml"), "CPU", config)
+    return lambda images: np.log(compiled({"images": images})["probabilities"])
+
+
 def load(engine, settings):
     if engine in ("saved-model", "saved-model-jit"):
         return saved_model_engine(settings, engine.endswith("jit"))
@@ -157,6 +216,10 @@ def load(engine, settings):
         return timm_engine(settings)
     if engine == "onnxruntime":
         return onnxruntime_engine(settings)
+    if engine in FORMAT_ENGINES:
+        loader = {"litert": litert_engine, "onnx": onnxruntime_zoo_engine,
+                  "openvino": openvino_engine}[FORMAT_ENGINES[engine][0]]
+        return loader(settings, engine)
     raise SystemExit(f"unknown engine {engine!r}")
 
 
