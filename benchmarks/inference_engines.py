@@ -62,7 +62,7 @@ def zoo_engine(settings):
     tf = set_tf_threads(settings["threads"])
     from zoo import decode
     from zoo.export.translation_module import bucket_widths
-    from zoo.text.special import encode_sources
+    from zoo.text.ids import encode_sources
     from zoo.transformer import marian
 
     model, source_tokenizer, target_tokenizer = marian.import_folder(settings["folder"])

@@ -29,7 +29,7 @@ from zoo import decode, text
 from zoo.export import translation_module
 from zoo.export import warmup as export_warmup
 from zoo.runs.rundir import load_tokenizers
-from zoo.text.special import encode_sources
+from zoo.text.ids import encode_sources
 
 MAX_LENGTH = 64  # buckets 8, 16, 32, 64
 WORDS = [f"w{index}" for index in range(40)]
