@@ -22,9 +22,21 @@ batch size and source bucket).
     python benchmarks/bench_serving.py --signature serving_default --requests 64
     python benchmarks/bench_serving.py --saved-model saved_models/numbers/1 --batch 8
     python benchmarks/bench_serving.py --quick               # tiny sizes (smoke test)
+
+`--soak MINUTES` runs the soak of `serving_soak.py` instead: one export (the given
+`--saved-model`, else the benchmark model's, with `--jit` its XLA export) under 16 client
+threads (`--threads`) for MINUTES, one sentence per request, a sample every `--interval`
+seconds, the verdicts of the three goals at the end; it exits non-zero if a request failed.
+The sentences of a `--saved-model` are made of the words of the English gettext catalogs
+(`gettext:es`'s sources), those of the benchmark model of its vocabulary's words.
+
+    python benchmarks/bench_serving.py --soak 30 --saved-model saved_models/small/1 \\
+        --label default --json soak_default.json
+    python benchmarks/bench_serving.py --quick --soak 0.33 --interval 2   # 20 s
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -38,6 +50,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import serving_soak  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401 - registers the tokenizer ops for loading
 from bench_decode import FULL, QUICK, build  # noqa: E402
@@ -153,6 +166,58 @@ def exports(args, sizes, scratch):
     return functions, tokenizer
 
 
+def catalog_words():
+    """The alphabetic words of the English sources of `gettext:es`."""
+    from zoo.datasets import catalogs
+
+    pairs, _, _ = catalogs.gettext_pairs("es")
+    return sorted({word for source, _ in pairs for word in source.split() if word.isalpha()})
+
+
+def soak_export(args, sizes, scratch):
+    """(signature function, its words, what it is) of the export that the soak serves."""
+    if args.saved_model:
+        loaded = tf.saved_model.load(args.saved_model)
+        return loaded.signatures[args.signature], catalog_words(), args.saved_model
+    keras.utils.set_random_seed(0)
+    tokenizer, model = build(sizes, seed=0)
+    path = zoo_export.export(
+        model, os.path.join(scratch, "soak"), tokenizer=tokenizer,
+        max_length=sizes["output_tokens"], beam_size=4, jit_compile=args.jit,
+    )
+    vocabulary = tokenizer.get_vocabulary()
+    words = [token for i, token in enumerate(vocabulary)
+             if i >= 4 and token.isalpha() and not token.startswith("##")]
+    loaded = tf.saved_model.load(str(path))
+    return loaded.signatures[args.signature], words, f"benchmark model, jit_compile={args.jit}"
+
+
+def run_soak(args, sizes):
+    """`--soak MINUTES`: the soak of one export; prints the samples and verdicts."""
+    options = serving_soak.SoakOptions(
+        minutes=args.soak, threads=(args.threads or (16,))[0], interval_s=args.interval,
+        pool=8 if args.quick else 64, longest=sizes["source_length"] * 2 if args.quick else 200,
+    )
+    with tempfile.TemporaryDirectory(prefix="bench_serving_soak_") as scratch:
+        function, words, export = soak_export(args, sizes, scratch)
+        texts = serving_soak.soak_texts(words, options)
+        print(f"soak: {export}, `{args.signature}` signature, {options.threads} threads, "
+              f"{options.minutes} min, {len(texts)} distinct requests, a sample every "
+              f"{options.interval_s:g} s", flush=True)
+        print(serving_soak.TABLE_HEADER, flush=True)
+        result = serving_soak.soak(function, texts, options,
+                                   log=lambda line: print(line, flush=True))
+    verdict = serving_soak.verdicts(result, options.minutes)
+    print()
+    for line in serving_soak.verdict_lines(verdict):
+        print(line)
+    for index, problem in result["problems"][:5]:
+        print(f"  FAILED request {index}: {problem}")
+    report = dict(label=args.label or export, export=export, signature=args.signature,
+                  options=dataclasses.asdict(options), verdicts=verdict, **result)
+    return report, verdict["errors"]
+
+
 def print_table(rows):
     print("| export | threads | requests/s | sentences/s | p50 ms | p99 ms | failed |")
     print("|---|---|---|---|---|---|---|")
@@ -172,6 +237,13 @@ def main(argv=None):
     parser.add_argument("--saved-model", metavar="PATH",
                         help="an exported version directory to serve instead of the benchmark model")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--soak", type=float, metavar="MINUTES",
+                        help="serve one export for MINUTES under --threads (16) clients")
+    parser.add_argument("--interval", type=float, default=30.0,
+                        help="--soak: seconds between samples (30)")
+    parser.add_argument("--jit", action="store_true",
+                        help="--soak without --saved-model: the benchmark model's XLA export")
+    parser.add_argument("--label", help="--soak: the export's name in the JSON and the picture")
     args = parser.parse_args(argv)
     sizes, defaults = (QUICK, QUICK_DEFAULTS) if args.quick else (FULL, DEFAULTS)
     threads = tuple(args.threads or defaults["threads"])
@@ -185,6 +257,8 @@ def main(argv=None):
           f"{' '.join(sys.argv[1:] if argv is None else argv)}")
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"TensorFlow {tf.__version__}, Python {platform.python_version()}")
+    if args.soak is not None:
+        return soak_main(args, sizes)
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_serving_") as scratch:
         functions, tokenizer = exports(args, sizes, scratch)
@@ -215,6 +289,24 @@ def main(argv=None):
     if failed:
         raise SystemExit(f"{failed} requests failed")
     return rows
+
+
+def soak_main(args, sizes):
+    """`--soak`: the report written to `--json` (with the machine and the date); exits
+    non-zero if a request failed."""
+    if args.soak <= 0 or args.interval <= 0:
+        raise SystemExit("--soak and --interval must be > 0")
+    started = datetime.datetime.now()
+    report, errors = run_soak(args, sizes)
+    report.update(date=f"{started:%Y-%m-%d %H:%M}", cores=os.cpu_count(),
+                  machine=platform.processor() or platform.machine(),
+                  tensorflow=tf.__version__)
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(report, file, indent=1)
+    if errors:
+        raise SystemExit(f"{errors} requests failed")
+    return report
 
 
 if __name__ == "__main__":
