@@ -268,7 +268,8 @@ def verdict_lines(verdict):
 
 
 def plot(paths, out):
-    """RSS, p99 latency and the load average over time, one line per soak JSON."""
+    """RSS, p99 latency and the load average over time, one line per soak JSON; the RSS
+    goal (5% over the RSS at the settling minute) dashed, the two p99 windows shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -278,22 +279,28 @@ def plot(paths, out):
     for path in paths:
         with open(path) as file:
             report = json.load(file)
-        rows = report["samples"]
+        rows, verdict = report["samples"], report["verdicts"]
         minutes = [row["minute"] for row in rows]
         label = report.get("label", os.path.basename(path))
-        axes[0].plot(minutes, [row["rss_mib"] for row in rows], marker=".", label=label)
-        line, = axes[1].plot(minutes, [row["p99_ms"] for row in rows], marker=".", label=label)
-        axes[1].plot(minutes, [row["p50_ms"] for row in rows], linestyle=":",
-                     color=line.get_color(), label=f"{label} (p50)")
-        axes[2].plot(minutes, [row["load_1"] for row in rows], label=label)
-    for axis, title in zip(axes, ("resident memory (MiB)", "latency per 30 s (ms): p99, p50 dotted",
-                                  "1-minute load average (2 cores)")):
+        line, = axes[0].plot(minutes, [row["rss_mib"] for row in rows], marker=".", label=label)
+        axes[0].axhline((1 + GROWTH_GOAL) * verdict["rss_base_mib"], color=line.get_color(),
+                        linestyle="--", linewidth=0.8)
+        axes[1].plot(minutes, [row["p99_ms"] / 1e3 for row in rows], marker=".",
+                     color=line.get_color(), label=f"{label}, p99")
+        axes[1].plot(minutes, [row["p50_ms"] / 1e3 for row in rows], linestyle=":",
+                     color=line.get_color(), label=f"{label}, p50")
+        axes[2].plot(minutes, [row["load_1"] for row in rows], color=line.get_color(), label=label)
+    windows_ = verdict["windows_minutes"]
+    for window in (windows_["reference"], windows_["last"]):
+        axes[1].axvspan(*window, color="0.9", zorder=0)
+    titles = ("resident memory (MiB);\ndashed: the 5% goal", "latency per sample (s)",
+              "1-minute load average\n(2 cores)")
+    for axis, title in zip(axes, titles):
         axis.set_ylabel(title, fontsize=8)
         axis.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    axes[1].legend(fontsize=7, ncol=2)
-    axes[2].set_xlabel("minutes of soak")
-    figure.suptitle("Serving soak: transformer-small SavedModel, 16 client threads", fontsize=10)
+        axis.legend(fontsize=7, ncol=2)
+    axes[2].set_xlabel("minutes of soak (shaded: the windows whose p99 is compared)")
+    figure.suptitle("Serving soak: one SavedModel loaded once, 16 client threads", fontsize=10)
     figure.tight_layout()
     figure.savefig(out, dpi=110)
     return out

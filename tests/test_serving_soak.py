@@ -20,7 +20,8 @@ def serving_soak(monkeypatch):
     return serving_soak
 
 
-def test_twenty_second_soak_answers_everything_and_measures_growth(tmp_path, run_benchmark):
+def test_twenty_second_soak_answers_everything_and_measures_growth(tmp_path, run_benchmark,
+                                                                  serving_soak):
     out = run_benchmark("bench_serving.py", "--quick", "--soak", 1 / 3, "--interval", 2,
                         "--json", tmp_path / "soak.json")
     report = json.loads((tmp_path / "soak.json").read_text())
@@ -34,6 +35,8 @@ def test_twenty_second_soak_answers_everything_and_measures_growth(tmp_path, run
     for row in report["samples"]:
         assert 0 < row["p50_ms"] <= row["p99_ms"] and row["load_1"] >= 0
     assert "RSS growth after minute" in out and "| minute | RSS MiB |" in out
+    picture = serving_soak.plot([tmp_path / "soak.json"], tmp_path / "soak.png")
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_failed_and_wrong_answers_are_errors(serving_soak):
