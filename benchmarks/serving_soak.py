@@ -169,7 +169,7 @@ def sample(clients, begin, end):
     """One row: the interval [begin, end) seconds, memory and load now."""
     records = [record for record in clients.since(begin) if record[0] < end]
     load = os.getloadavg()
-    return dict(minute=end / 60, **summarise(records, end - begin),
+    return dict(minute=end / 60, time=time.time(), **summarise(records, end - begin),
                 rss_mib=memory_mib()["VmRSS"], load_1=load[0], load_5=load[1], load_15=load[2])
 
 

@@ -1,21 +1,27 @@
 """Watch a running serving soak from outside: the CPU it gets and what else runs.
 
-Every 30 s, one JSON line: the soak process's CPU use (cores, from /proc/PID/stat), its
+Every 30 s, one JSON line (with the Unix time): the soak process's CPU use (cores, from /proc/PID/stat), its
 resident memory split into anonymous and file-backed pages (/proc/PID/status), its thread
 count, the machine's busy share of its cores (/proc/stat), the load average, and the five
 other processes that used the most CPU in the interval. Used by serving_soak.md to tell
 a slowdown of the server from a busy machine.
 
     python docs/experiments/serving_soak_watch.py PARENT_PID > watch.jsonl
+    python docs/experiments/serving_soak_watch.py --windows SOAK_JSON WATCH_JSONL [START]
 
 PARENT_PID: the shell that runs the soaks one after the other; the watched process is its
 newest child, so the watch follows from one soak to the next and ends with the shell.
+`--windows` sets the soak's figures beside the watch's, per 5-minute window: requests/s,
+p50/p99, the cores the server got and the requests it answered per CPU-second (START: the
+Unix time of the soak's minute 0, where its samples carry no `time`).
 """
 
 import json
 import os
 import sys
 import time
+
+import numpy as np
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -86,7 +92,7 @@ def main(parent, interval=30.0):
         others = sorted(((seconds, pid) for pid, seconds in used.items() if pid != soak),
                         reverse=True)[:5]
         line = dict(
-            minute=(time.time() - started) / 60, soak_pid=soak,
+            minute=(time.time() - started) / 60, time=time.time(), soak_pid=soak,
             soak_cores=used.get(soak, 0.0) / interval, **status(soak),
             machine_busy=(busy_now[0] - busy_before[0]) / max(1, busy_now[1] - busy_before[1]),
             load=os.getloadavg(),
@@ -96,5 +102,34 @@ def main(parent, interval=30.0):
         before, busy_before = now, busy_now
 
 
+def windows(soak_path, watch_path, start=None, width=5.0):
+    """Per `width`-minute window of the soak: its latency and throughput, and the CPU it got."""
+    with open(soak_path) as file:
+        soak = json.load(file)
+    rows = soak["samples"]
+    if start is None:
+        start = rows[0]["time"] - 60 * rows[0]["minute"]
+    with open(watch_path) as file:
+        watch = [json.loads(line) for line in file]
+    watch = [w for w in watch if start <= w["time"] - 15 <= start + 60 * rows[-1]["minute"]]
+    print("| minutes | requests/s | p50 s | p99 s | server cores | requests per CPU-s | "
+          "RSS MiB (anon / file) | load 1 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for begin in np.arange(0, rows[-1]["minute"] - 1e-9, width):
+        inside = [r for r in soak["records"] if 60 * begin <= r[0] < 60 * (begin + width)]
+        latencies = [r[1] for r in inside]
+        seen = [w for w in watch if begin < (w["time"] - start) / 60 <= begin + width + 1e-9]
+        cores = float(np.mean([w["soak_cores"] for w in seen])) if seen else float("nan")
+        rate = len(inside) / (60 * width)
+        last = seen[-1] if seen else {"RssAnon": float("nan"), "RssFile": float("nan")}
+        load = float(np.mean([w["load"][0] for w in seen])) if seen else float("nan")
+        print(f"| {begin:g}-{begin + width:g} | {rate:.2f} | {np.percentile(latencies, 50):.1f} | "
+              f"{np.percentile(latencies, 99):.1f} | {cores:.2f} | {rate / cores:.2f} | "
+              f"{last['RssAnon']:.0f} / {last['RssFile']:.0f} | {load:.1f} |")
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    if sys.argv[1] == "--windows":
+        windows(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else None)
+    else:
+        main(int(sys.argv[1]))
