@@ -79,7 +79,9 @@ def _add_budget_arguments(p):
                         "of a Transformer under a short budget: 1024)")
     p.add_argument("--time-limit", type=float, metavar="MINUTES",
                    help="stop training after this many minutes of training in total (a resumed "
-                   "run trains what is left). A short budget (at most 60 minutes, or "
+                   "run trains what is left): time training the epochs the run kept, not wall "
+                   "time; a process's start-up and the part of an epoch a kill loses are not "
+                   "counted. A short budget (at most 60 minutes, or "
                    "--max-steps at most 5000) trains a Transformer on batches of 1024 tokens "
                    "without dropout, warming up over 30%% of it to the paper's peak rate, "
                    "unless --batch-size, --batch-tokens, --warmup-ratio or --set say "

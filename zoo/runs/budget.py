@@ -11,6 +11,13 @@ keeps its paper's schedule ("paper").
     plan = plan_budget(name, reason, optimizer, training, bound, rate, warmup_cap)
     plan.as_config()                                       # config.json "budget"
 
+A time limit counts training time, not wall time: the time in `fit` (steps,
+the first step's tracing in each process, validation, the epoch end's writes)
+of the epochs a run kept, carried across restarts by the backup's
+`train_seconds` (`zoo.runs.callbacks.TimeLimit`). A process's start-up and the
+part of an epoch a kill loses are not counted
+(docs/reliability.md#repeated-kills).
+
 A time limit is turned into steps by `StepPredictor`: the rate measured
 over the first steps (the compiling step left out) times the time left,
 corrected every 30 seconds (5% of a short budget) while training runs. `BudgetCallback` applies
