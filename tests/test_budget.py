@@ -5,6 +5,7 @@ epochs of a fixed step count, and the averaged snapshots (`zoo.runs.budget`, `pa
 import json
 import math
 import shutil
+import types
 
 import keras
 import numpy as np
@@ -117,13 +118,17 @@ def test_step_prediction_measures_after_the_compiling_step_and_corrects_itself()
     assert first_step == 11  # 10 steps timed after the first
     now, total = predictions[first_step]
     assert total == 11 + math.ceil(10 / 5.0 * (600 - now))  # 2 steps/s from step 1 on
-    times = [now for now, _ in predictions.values()]
+    times = [now for now, _ in predictions.values() if now < 600 - 30.0]
     assert all(b - a >= 30.0 for a, b in zip(times, times[1:]))
-    # Once the rate doubles, the prediction grows; at the end it is the steps taken.
+    # Once the rate doubles, the prediction grows. In the last 30 s every step corrects it,
+    # closing in on the steps taken; once the time is spent it is the steps taken: the
+    # schedule's rate is zero there.
     last_step = max(predictions)
     assert predictions[last_step][1] > total
-    assert step - last_step < 30.0 / 0.25 + 1
-    assert abs(predictions[last_step][1] - step) <= 30.0 / 0.25
+    final = sorted(s for s, (now, _) in predictions.items() if now > 600 - 30.0)
+    assert final == list(range(final[0], step + 1)) and len(final) >= 30.0 / 0.25 - 1
+    assert [predictions[s][1] - s for s in final[-2:]] == [1, 0]
+    assert last_step == step and predictions[step][1] == step
 
 
 def test_step_prediction_of_a_resumed_run_counts_the_time_already_trained():
@@ -136,6 +141,30 @@ def test_step_prediction_of_a_resumed_run_counts_the_time_already_trained():
         total = predictor.after_step(step)
     assert total == 1011 + math.ceil(1.0 * (600 - 411))  # 1 step/s for the 189 s left
     assert predictor.predict(1011, rate=10.0) == 1300  # never past max_steps or epochs
+
+
+def test_the_callback_stops_training_where_the_time_ends_the_schedule():
+    schedule = ka.BudgetSchedule(1e-3, 5, 1000)
+    plan = budget.BudgetPlan("budget-linear", "test", 1e-3, 4000, 5, 1000, "test")
+
+    class Spent:  # the time runs out at step 30
+        def begin(self, steps):
+            pass
+
+        def after_step(self, steps):
+            return steps + 1 if steps < 30 else steps
+
+    callback = budget.BudgetCallback(schedule, plan, 0, Spent())
+    callback.set_model(types.SimpleNamespace(stop_training=False))
+    callback.on_train_begin()
+    for _ in range(29):
+        callback.on_train_batch_end(0)
+    assert not callback.model.stop_training and callback.total_steps == 30
+    callback.on_train_batch_end(0)
+    assert callback.model.stop_training and callback.total_steps == 30
+    assert float(keras.ops.convert_to_numpy(schedule(30))) == 0.0
+    last = 1e-3 / (30 - callback.warmup_steps)  # the last update of the linear decay
+    assert float(keras.ops.convert_to_numpy(schedule(29))) == pytest.approx(last)
 
 
 def test_the_callback_moves_the_warmup_only_while_it_lasts():

@@ -3,7 +3,7 @@ a ViT run as LiteRT, ONNX or OpenVINO (`--format`, `zoo.export.formats`)."""
 
 import pathlib
 
-from zoo import runs
+from zoo import locks, runs
 from zoo.cli.arguments import UserError, positive_int
 from zoo.export import FORMATS, SAVED_MODEL, int8
 from zoo.export import export as export_model
@@ -34,8 +34,10 @@ def _export_format(args):
     run = runs.load_run(args.run_dir, args.checkpoint)
     root = pathlib.Path(args.to or pathlib.Path("saved_models") / f"{run.name}-{args.format}")
     print(f"Exporting {run.name} ({run.checkpoint.name}) as {args.format} to {root}...")
-    path = export_model(run.model, root, version=args.version, format=args.format,
-                        top_k=args.top_k, class_names=run.class_names, quantize=args.quantize)
+    with locks.hold(root, "zoo export"):
+        path = export_model(run.model, root, version=args.version, format=args.format,
+                            top_k=args.top_k, class_names=run.class_names,
+                            quantize=args.quantize)
     files = ", ".join(FORMATS[args.format].files)
     print(f"  {files} written to {path}; load it as saved_models/README.md shows, or: "
           f"zoo predict {path} IMAGE...")
@@ -44,7 +46,8 @@ def _export_format(args):
 def _cmd_import(args):
     options = {key: getattr(args, key) for key in ("beam_size", "alpha", "max_length", "quantize")
                if getattr(args, key) is not None}
-    path = marian.export_folder(args.folder, args.to, args.version, **options)
+    with locks.hold(args.to, "zoo import"):
+        path = marian.export_folder(args.folder, args.to, args.version, **options)
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} TEXT...")
 
 

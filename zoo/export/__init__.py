@@ -72,7 +72,7 @@ Signatures of a ViT, K classes, top k:
         request with InvalidArgumentError ("Unknown image file format").
 
 Versions: `version=None` takes the next integer after the largest existing
-version directory. The SavedModel is written into `<path>/.tmp-<version>-<random>`
+version directory. The SavedModel is written into `<path>/.tmp-<version>.pid<pid>-<random>`
 and renamed to `<path>/<version>` only once complete, so TF Serving (which
 only loads integer-named directories) never sees a half-written version; an
 exception during export removes the temporary directory. An existing version

@@ -190,7 +190,10 @@ class StepPredictor:
     The rate is measured from the end of this call's `settle_steps`-th step
     (the first one compiles) to now, pauses for validation and checkpoints
     included. The first prediction comes once `first_after` steps are timed,
-    later ones every `every_seconds` (default: 5% of the budget, at most 30 s).
+    later ones every `every_seconds` (default: 5% of the budget, at most 30 s),
+    and after every step in the budget's last `every_seconds`: there the total
+    closes in on the steps taken, so the schedule reaches zero where the time
+    ends (the total is the steps taken once the budget is spent).
 
     Args:
         budget_seconds: the time limit.
@@ -226,19 +229,22 @@ class StepPredictor:
         timed = steps - self._reference[1]
         if self._last is None and timed < self.first_after:
             return None
-        if self._last is not None and now - self._last < self.every_seconds:
+        final = self.budget_seconds - now <= self.every_seconds  # the last stretch: every step
+        if self._last is not None and now - self._last < self.every_seconds and not final:
             return None
         self._last = now
         rate = timed / max(now - self._reference[0], 1e-9)
         return self.predict(steps, rate, now)
 
     def predict(self, steps, rate, now=None):
-        """`steps + rate × (budget − spent)`, within `bound`, at least `steps + 1`."""
+        """`steps + rate × (budget − spent)`, within `bound`, at least `steps + 1` while time
+        is left (`steps` once the budget is spent)."""
         now = self.elapsed() if now is None else now
-        total = steps + rate * max(0.0, self.budget_seconds - now)
+        left = self.budget_seconds - now
+        total = steps + rate * max(0.0, left)
         if self.bound:
             total = min(total, self.bound)
-        return max(steps + 1, math.ceil(total))
+        return max(steps + (1 if left > 0 else 0), math.ceil(total))
 
 
 class BudgetCallback(keras.callbacks.Callback):
@@ -284,6 +290,8 @@ class BudgetCallback(keras.callbacks.Callback):
         self.schedule.set_budget(warmup, max(total, warmup + 1))
         if self.first_prediction is None:
             self.first_prediction = self.total_steps
+        if total <= self.steps:  # the time is spent: the schedule ends at zero here
+            self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
