@@ -5,8 +5,10 @@ three parts: the exit code; one line on stderr (matching `message`), no
 traceback; what is on disk afterwards (`disk`, checked by `check`): no
 half-written file under its final name, the previous version intact. The
 in-process cells call `zoo.cli.main` (`run_main`, tests/zoo_cli.py); the kills
-and the concurrent exports run as `python -m zoo` runs them, in two subprocesses
-(`PROCESS_PLANS`). One tiny run and one export are made per session
+run as `python -m zoo` runs them, in subprocesses (`PROCESS_PLANS`), and the same
+command then takes the killed writer's lock over in this process (`STALE_CELLS`).
+A second writer meets a live one: a process holding the directory's lock
+(`holder`, through `zoo.locks`). One tiny run and one export are made per session
 (`numbers_run` and `numbers_export`, tests/conftest.py) and copied for each cell.
 
 `render_table()` is `docs/reliability.md` (written by `tools/reliability_table.py`);
@@ -22,13 +24,17 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 
+import keras
 import pytest
 import tensorflow as tf
 
-from zoo import files, runs
+from zoo import files, locks, runs
 
 from zoo_cli import run_main
 
@@ -43,6 +49,7 @@ TINY = ["--set", "num_encoder_layers=1", "--set", "num_decoder_layers=1", "--set
 DATA = ["--data", "numbers", "--train-size", "64", "--test-size", "8", "--batch-size", "32"]
 TRAIN = ["train", "transformer-tiny", *DATA, "--epochs", "1", *TINY]
 TUNE = ["tune", "transformer-tiny", *DATA, "--epochs", "1", "--max-trials", "1", "--quiet", *TINY]
+TUNE_2 = [*TUNE[:TUNE.index("--max-trials") + 1], "2", *TUNE[TUNE.index("--max-trials") + 2:]]
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
 TEMPORARY = re.compile(r"^\.(.+\.tmp(\..+)?|tmp-.+)$")  # zoo.files' temporary names
 TF_LOG = re.compile(r"^(WARNING: All log messages|[IWEF]\d{4} |To enable the following)")
@@ -55,8 +62,9 @@ FAULTS = {
     "other_format": "file of another format",
     "no_space": "no space left (simulated)",
     "no_space_tmpfs": "no space left (6 MB tmpfs)",
-    "sigkill": "SIGKILL while writing",
-    "concurrent": "two exports at once",
+    "sigkill": "SIGKILL (while writing; tune: mid-trial)",
+    "live_writer": "second writer while the first is live",
+    "stale_lock": "stale lock from a killed writer",
 }
 COMMANDS = ("train", "evaluate", "export", "predict", "tune", "describe")
 
@@ -142,12 +150,67 @@ def tune_state(ws, state):
     return ws / "tuning"
 
 
+def trials(ws):
+    """`{trial id: (status, hyperparameter values)}` of the search in `ws/tuning`."""
+    found = {}
+    for path in (ws / "tuning/transformer-tiny").glob("trial_*/trial.json"):
+        trial = files.read_json(path, dict)
+        found[trial["trial_id"]] = (trial["status"], trial["hyperparameters"]["values"])
+    return found
+
+
+def ongoing_trials(ws):
+    path = ws / "tuning/transformer-tiny/oracle.json"
+    return sorted(files.read_json(path, dict)["ongoing_trials"].values())
+
+
+# === A live writer: a process holding directories' locks (`holder`) ===
+
+HOLDER = """\
+import contextlib, sys
+from zoo import locks
+with contextlib.ExitStack() as held:
+    for line in sys.stdin:
+        held.enter_context(locks.hold(line.strip(), "zoo train"))
+        print("held", flush=True)
+"""
+_HOLDER = []  # the `holder` fixture's process
+
+
+def held(path):
+    """`path`, its lock now held by the live `holder` process."""
+    process = _HOLDER[0]
+    process.stdin.write(f"{path}\n")
+    process.stdin.flush()
+    assert process.stdout.readline().strip() == "held"
+    return path
+
+
+@pytest.fixture(scope="session")
+def holder():
+    process = subprocess.Popen([sys.executable, "-c", HOLDER], env=ENV, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+    _HOLDER[:] = [process]
+    yield process
+    process.kill()
+    process.wait()
+
+
 # === The matrix ===
 
 NOT_A_RUN = "is not a run directory"
 CORRUPT = "is corrupt"
 NO_SPACE = r"no space left on device while writing .*{} \(\d+\.\d MB free on .*\)"
 SAME = "nothing written or changed"
+IN_USE = r"is in use by process \d+ \(zoo train, since .*\); one writer per directory"
+
+
+def trial_left_running(ws, before):
+    """A full disk in trial 0: it stays running (to be run again), every file whole."""
+    assert ongoing_trials(ws) == ["0"]
+    assert [status for status, _ in trials(ws).values()] == ["RUNNING"]
+    assert not (ws / "tuning/best_config.json").exists()
 
 MATRIX = [
     # train
@@ -170,6 +233,9 @@ MATRIX = [
          "checkpoints/ as before (last.keras the previous one); once space is freed the "
          "same command finishes the run, each epoch once in history.csv",
          unchanged("run/checkpoints"), full_disk_at="last.keras"),
+    Cell("train", "live_writer", "--out held by a live process", lambda ws: [
+         "train", "transformer-tiny", "--out", held(unfinished(ws))], 2, IN_USE,
+         "the run as it was", unchanged("run")),
     # evaluate
     Cell("evaluate", "missing", "no run directory", lambda ws: ["evaluate", ws / "none"], 2,
          NOT_A_RUN, SAME),
@@ -209,6 +275,9 @@ MATRIX = [
          "export", ws / "run", "--to", ws / "models"], 1, NO_SPACE.format("models/2"),
          "version 1 as it was, no version 2, no temporary folder", only_version_1,
          full_disk_at="saved_model"),
+    Cell("export", "live_writer", "--to held by a live process", lambda ws: [
+         "export", ws / "run", "--to", held(ws / "models")], 2, IN_USE,
+         "version 1 as it was, no version 2", only_version_1),
     # predict
     Cell("predict", "missing", "no model", lambda ws: ["predict", ws / "none", "zwei"], 2,
          "neither a run directory", SAME),
@@ -250,6 +319,13 @@ MATRIX = [
          "no zoo_search.json, no temporary file",
          lambda ws, before: not (ws / "tuning/transformer-tiny/zoo_search.json").exists()
          or pytest.fail("zoo_search.json written"), full_disk_at="zoo_search.json"),
+    Cell("tune", "no_space", "during a trial (its checkpoint)", lambda ws: [
+         *TUNE, "--directory", ws / "tuning"], 1, NO_SPACE.format("checkpoint.weights.h5"),
+         "the trial left running in oracle.json, every file whole; once space is freed the "
+         "same command runs it again and finishes the search", trial_left_running,
+         full_disk_at="checkpoint.weights.h5"),
+    Cell("tune", "live_writer", "--directory held by a live process", lambda ws: [
+         *TUNE, "--directory", held(ws / "tuning")], 2, IN_USE, SAME, unchanged("tuning")),
     # describe
     Cell("describe", "missing", "an unknown model", lambda ws: ["describe", "transformr-tiny"],
          2, "(?i)did you mean", SAME),
@@ -264,35 +340,66 @@ def resumed_history(ws, before):
     assert [row.split(",")[0] for row in rows] == [str(epoch) for epoch in range(epochs)]
 
 
-def two_new_versions(ws, before):
-    assert versions(ws) == [1, 2, 3]
-    unchanged("models/1")(ws, before)
-    for number in (2, 3):
-        assert (ws / f"models/{number}/saved_model.pb").stat().st_size > 0
-        metadata = files.read_json(ws / f"models/{number}/assets.extra/zoo_export.json")
-        assert metadata["version"] == number
-
-
 def killed_export(ws, before):
     only_version_1(ws, before)
-    assert [p.name[:6] for p in (ws / "models").iterdir() if not p.name.isdigit()] == [".tmp-2"]
+    assert sorted(p.name[:6] for p in (ws / "models").iterdir() if not p.name.isdigit()) == [
+        ".tmp-2", locks.LOCK_NAME[:6]]
+
+
+def trial_killed(ws, before):
+    """Killed in trial 2 of 2: trial 1 complete, trial 2 running, each file whole."""
+    assert ongoing_trials(ws) == ["1"]
+    assert sorted(status for status, _ in trials(ws).values()) == ["COMPLETED", "RUNNING"]
+
+
+def one_new_version(ws, before):
+    assert versions(ws) == [1, 2]
+    unchanged("models/1")(ws, before)
+    assert files.read_json(ws / "models/2/assets.extra/zoo_export.json")["version"] == 2
+
+
+def resumed_search(ws, before):
+    """Trial 1 not run again (its files as they were), trial 2 run again with the same
+    hyperparameters, two trials in all."""
+    assert {k: v for k, v in digest(ws).items() if "trial_0/" in k} == {
+        k: v for k, v in before.items() if "trial_0/" in k}
+    assert trials(ws) == {id_: ("COMPLETED", values) for id_, (_, values) in before.trials.items()}
+    assert ongoing_trials(ws) == []
+    assert (ws / "tuning/best_config.json").is_file()
 
 
 KILL = files.KILL_HOOK
 SUBPROCESS_CELLS = [  # (cell, environment), each in its own workspace
     (Cell("train", "sigkill", "before last.keras is renamed", lambda ws: [
           "train", "transformer-tiny", "--out", unfinished(ws)], -9, "",
-          "checkpoints/ as before (a hidden temporary is left, which nothing reads)",
-          unchanged("run/checkpoints")),
+          "checkpoints/ as before (a hidden temporary and the lock file are left, which "
+          "the next writer removes: below)", unchanged("run/checkpoints")),
      {KILL: "checkpoints/last.keras"}),
     (Cell("export", "sigkill", "before the version folder is renamed", lambda ws: [
           "export", ws / "run", "--to", ws / "models"], -9, "",
-          "version 1 as it was, no version 2 (a hidden .tmp-2-* folder is left)", killed_export),
+          "version 1 as it was, no version 2 (a hidden .tmp-2.pid* folder and the lock file "
+          "are left: below)", killed_export),
      {KILL: "models/2"}),
-    (Cell("export", "concurrent", "the same run, the same --to", lambda ws: [
-          "export", ws / "run", "--to", ws / "models"], 0, "",
-          "versions 2 and 3, each complete and naming its own number; version 1 as it was",
-          two_new_versions), {}),
+    (Cell("tune", "sigkill", "mid-trial (the second of two)", lambda ws: [
+          *TUNE_2, "--directory", ws / "tuning"], -9, "",
+          "trial 1 complete, trial 2 running in oracle.json, every file whole", trial_killed),
+     {}),  # killed from outside (`kill_mid_trial`)
+]
+# The same command again, after each kill: it takes the dead writer's lock over.
+STALE_CELLS = [  # (index into SUBPROCESS_CELLS, cell)
+    (0, Cell("train", "stale_lock", "the run killed before last.keras is renamed", lambda ws: [
+         "train", "transformer-tiny", "--out", ws / "run"], 0, "",
+         "taken over: the run finishes, each epoch once in history.csv; the killed writer's "
+         "temporary removed, no lock file left", resumed_history)),
+    (1, Cell("export", "stale_lock", "the export killed before the rename", lambda ws: [
+         "export", ws / "run", "--to", ws / "models"], 0, "",
+         "taken over: version 2 complete; the killed writer's .tmp-2.pid* folder removed, no "
+         "lock file left", one_new_version)),
+    (2, Cell("tune", "stale_lock", "the search killed mid-trial", lambda ws: [
+         *TUNE_2, "--directory", ws / "tuning"], 0, "",
+         "taken over: trial 1 not run again (its files as they were), trial 2 run again with "
+         "the same hyperparameters, 2 trials in all, best_config.json written",
+         resumed_search)),
 ]
 TMPFS_CELL = Cell(
     "train", "no_space_tmpfs", "resumed run, 100 kB left", lambda ws: [
@@ -317,7 +424,19 @@ def check_outcome(cell, code, err, ws, before):
 
 
 def full_disk_at(monkeypatch, name):
-    """Writes of the file `name` (or the SavedModel, `"saved_model"`) fill the disk halfway."""
+    """Writes of the file `name` (or the SavedModel, `"saved_model"`; a trial's Keras
+    checkpoint, `"checkpoint.weights.h5"`) fill the disk halfway."""
+    if name == "checkpoint.weights.h5":  # keras-tuner's checkpoint of a trial
+        real_save_weights = keras.Model.save_weights
+
+        def save_weights(model, filepath, *args, **kwargs):
+            real_save_weights(model, filepath, *args, **kwargs)
+            if pathlib.Path(filepath).name == name:
+                truncate(pathlib.Path(filepath))
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(filepath))
+
+        monkeypatch.setattr(keras.Model, "save_weights", save_weights)
+        return
     if name == "saved_model":
         real_save = tf.saved_model.save
 
@@ -353,7 +472,7 @@ def workspace(numbers_run, numbers_export, path):
 
 
 @pytest.fixture
-def ws(numbers_run, numbers_export, started, tmp_path):
+def ws(numbers_run, numbers_export, started, holder, tmp_path):
     return workspace(numbers_run, numbers_export, tmp_path)
 
 
@@ -366,16 +485,22 @@ def test_cell(cell, ws, monkeypatch):
     code, _, err = run_main(*argv)
     monkeypatch.undo()
     check_outcome(cell, code, err, ws, before)
-    if cell.command == "train" and cell.full_disk_at:  # once space is freed: resumes
+    if cell.fault == "live_writer":  # the pid named is the live holder's
+        assert f"in use by process {_HOLDER[0].pid} " in err, err
+    if cell.full_disk_at in ("last.keras", "checkpoint.weights.h5"):  # once space is freed
+        running = trials(ws)
         assert run_main(*argv).code == 0
-        resumed_history(ws, before)
+        if cell.command == "train":
+            resumed_history(ws, before)
+        else:  # the trial left running is run again, with its hyperparameters
+            assert trials(ws) == {id_: ("COMPLETED", values)
+                                  for id_, (_, values) in running.items()}
 
 
-# The three cells run in two processes, each command as `python -m zoo` runs it (zoo/__main__.py
-# through `runpy`), so that TensorFlow is imported twice, not four times: both processes
-# export the concurrent cell's run at once, then each runs one of the commands that the
-# kill hook ends with SIGKILL. Indices into SUBPROCESS_CELLS.
-PROCESS_PLANS = ([2, 0], [2, 1])
+# Each killed command runs in a process of its own, as `python -m zoo` runs it (zoo/__main__.py
+# through `runpy`); the kill hook ends the first two with SIGKILL, `kill_mid_trial` the third.
+# Indices into SUBPROCESS_CELLS.
+PROCESS_PLANS = ([0], [1], [2])
 RUNNER = """\
 import json, os, runpy, sys
 
@@ -419,11 +544,26 @@ def started(numbers_run, numbers_export, tmp_path_factory):
                          env=ENV, cwd=prepared[plan[-1]][1], text=True,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for plan in PROCESS_PLANS]
+    threading.Thread(target=kill_mid_trial, args=(processes[2], prepared[2][1]),
+                     daemon=True).start()
     yield prepared, processes
     for process in processes:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def kill_mid_trial(process, ws, timeout=300):
+    """SIGKILL `process` once its search is in its second trial (`oracle.json` names trial 1
+    as running: trial 0 has ended and trial 1 has been written, and the next write is
+    trial 1's end, after its fit)."""
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(OSError, files.CorruptFileError, KeyError):
+            if ongoing_trials(ws) == ["1"]:
+                process.send_signal(signal.SIGKILL)
+                return
+        time.sleep(0.02)
 
 
 def command_outcomes(plan, process):
@@ -488,11 +628,40 @@ def test_a_real_full_disk(numbers_run, tmp_path):
         check_outcome(cell, code, err, disk, before)
 
 
+@pytest.mark.parametrize("index", range(len(STALE_CELLS)),
+                         ids=[cell.id for _, cell in STALE_CELLS])
+def test_stale_lock_cell(index, subprocess_outcomes):
+    """The killed writer's command again: it takes the lock over (its pid names no live
+    process), removes the killed writer's temporaries and finishes."""
+    killed, cell = STALE_CELLS[index]
+    _, ws, _, results = subprocess_outcomes[killed]
+    assert [code for code, _ in results] == [-9], results
+    argv = cell.args(ws)
+    written = pathlib.Path(argv[argv.index(next(a for a in argv if a in (
+        "--out", "--to", "--directory"))) + 1])
+    stale = files.read_json(written / locks.LOCK_NAME, dict)
+    assert not locks.is_running(stale["pid"], stale["start"])
+    assert temporaries(ws) or cell.command == "tune"  # the killed writer's
+    before = Snapshot(digest(ws), trials=trials(ws) if cell.command == "tune" else None)
+    code, _, err = run_main(*argv)
+    check_outcome(cell, code, err, ws, before)
+    assert not (written / locks.LOCK_NAME).exists()
+
+
+class Snapshot(dict):
+    """`digest(ws)`, and the search's `trials(ws)`."""
+
+    def __init__(self, digests, trials):
+        super().__init__(digests)
+        self.trials = trials
+
+
 # === docs/reliability.md ===
 
 
 def all_cells():
-    return [*MATRIX, *(cell for cell, _ in SUBPROCESS_CELLS), TMPFS_CELL]
+    return [*MATRIX, *(cell for cell, _ in SUBPROCESS_CELLS),
+            *(cell for _, cell in STALE_CELLS), TMPFS_CELL]
 
 
 def render_table():
@@ -505,7 +674,19 @@ def render_table():
         "fails when this file and the test table differ. Every cell is checked: the exit code,",
         "one line on stderr and no traceback, and the files on disk afterwards (no",
         "half-written file under its final name; the previous version intact). Exit codes:",
-        "2 a bad or corrupt input, 1 the disk is full, -9 killed (SIGKILL), 0 success.",
+        "2 a bad or corrupt input, or a directory that another live process is writing; 1 the",
+        "disk is full; -9 killed (SIGKILL); 0 success.",
+        "",
+        "One writer per directory: `train`, `export` and `tune` hold a lock on the run",
+        "directory, the export root (`--to`) or the search directory (`--directory`) while they",
+        "write (`zoo.locks`: `flock` on `.zoo.lock`, which names the holder). A second one is",
+        "refused with the first one's pid; the lock of a killed writer is free (the kernel",
+        "releases a `flock` when its process dies), and the next writer takes it over and",
+        "removes the killed writer's temporaries, whose names carry its pid",
+        "(`.last.pid1234-x8d2k.tmp.keras`, `.tmp-2.pid1234-x8d2k`); a live process's are left.",
+        "A killed `tune` resumes with the same command: keras-tuner's state files are written",
+        "whole or not at all, finished trials are kept and the trial that was running is run",
+        "again; a full disk in a trial ends the search in one line, the trial left to run again.",
         "",
         "| fault | " + " | ".join(f"`{command}`" for command in COMMANDS) + " |",
         "|---|" + "---|" * len(COMMANDS),
@@ -521,7 +702,7 @@ def render_table():
               "|---|---|---|---|---|---|"]
     for cell in cells:
         message = f"`{cell.message}`".replace("|", "\\|") if cell.message else "(killed)"
-        if cell.fault == "concurrent":
+        if cell.code == 0:
             message = "(none)"
         lines.append(f"| {cell.command} | {FAULTS[cell.fault]} | {cell.what} | {cell.code} "
                      f"| {message} | {cell.disk} |")

@@ -4,8 +4,8 @@ Read from the source, so the test needs no import: the levels from module-level
 imports, the cycles from every import, those inside functions too.
 The order, bottom to top (a module may import its own level and those below):
 
-    errors, files, progress, moved, checkpoints,       shared plumbing
-      torch_pickle, families
+    errors, files, locks, progress, moved,             shared plumbing
+      checkpoints, torch_pickle, families
     text                                                tokenizers and special ids
     distribute, registry, description                   strategies, registration
     datasets                                            data, pipelines, preparation
@@ -32,7 +32,7 @@ ZOO = ROOT / "zoo"
 # The layers that run and search models, and the command line on top of them.
 UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.__main__")
 LEVELS = (
-    ("zoo.errors", "zoo.files", "zoo.progress", "zoo.moved", "zoo.checkpoints",
+    ("zoo.errors", "zoo.files", "zoo.locks", "zoo.progress", "zoo.moved", "zoo.checkpoints",
      "zoo.families"),
     ("zoo.text",),
     ("zoo.distribute", "zoo.registry", "zoo.description"),
@@ -47,8 +47,9 @@ LEVELS = (
 )
 # The flat modules of `zoo/` besides the packages: a new one needs a reason.
 # errors: `ZooError`, the user's mistakes, raised at every level, so it sits below them all.
+# locks: one writer per directory, which `runs`, `tuning` and `cli` take, beside `files`.
 FLAT = {"__init__", "__main__", "checkpoints", "description", "errors", "families", "files",
-        "moved", "progress", "registry"}
+        "locks", "moved", "progress", "registry"}
 
 
 def _module_name(path):

@@ -5,7 +5,10 @@ target, then renamed over it (`os.replace`), so a kill at any moment leaves
 the previous complete version or the new one, never half of either.
 `write_directory` does the same for a folder (an export version), and
 `write_numbered_directory` for the next free version number, which two writers
-started at once each get one of.
+started at once each get one of. A temporary's name holds its writer's pid
+(`.last.pid1234-x8d2k.tmp.keras`, `.tmp-2.pid1234-x8d2k`; `temporary_pid`), so that
+what a killed writer left can be told from what a live one is writing
+(`zoo.locks.remove_dead_temporaries`).
 
 A full disk while writing raises `NoSpaceError`, naming the file and the free
 space, once the temporary file is removed (the previous version stays whole,
@@ -22,6 +25,7 @@ import errno
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import tempfile
@@ -36,6 +40,9 @@ NO_SPACE_TEXT = "No space left on device"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: files are created as open() would (0o666 less the umask)
 KILL_HOOK = "ZOO_TEST_KILL_BEFORE_RENAME"  # tests: SIGKILL this process before renaming a match
+# A temporary's name: a file's `.<stem>.pid<pid>-<random>.tmp<suffixes>`, a folder's
+# `.tmp-<name>.pid<pid>-<random>`.
+TEMPORARY_NAME = re.compile(r"^\.(?:[^.]*|tmp-.*)\.pid(\d+)-\w+(?:\.tmp(?:\..*)?)?$")
 
 
 class NoSpaceError(OSError):
@@ -104,6 +111,17 @@ def no_space_error(error, fallback=None):
     return NoSpaceError(getattr(error, "filename", None) or fallback or os.getcwd())
 
 
+def _pid():
+    return f"pid{os.getpid()}"
+
+
+def temporary_pid(name):
+    """The pid of the process writing the temporary file or folder `name`, or None when
+    `name` is not a temporary of this module's."""
+    match = TEMPORARY_NAME.match(name)
+    return int(match[1]) if match else None
+
+
 def _kill_if_asked(path):
     """Tests only: SIGKILL this process when `path` contains `$ZOO_TEST_KILL_BEFORE_RENAME`
     (the worst moment: the new version complete under its temporary name)."""
@@ -123,7 +141,8 @@ def replace(path, write):
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".tmp{dot}{suffixes}",
+        handle, temporary = tempfile.mkstemp(prefix=f".{stem}.{_pid()}-",
+                                             suffix=f".tmp{dot}{suffixes}",
                                              dir=path.parent)
         os.close(handle)
         os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes it 0o600
@@ -203,7 +222,8 @@ def write_directory(path, save, before_rename=None):
     path = pathlib.Path(path)
     temporary = None
     try:
-        temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-", dir=path.parent))
+        temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.{_pid()}-",
+                                                     dir=path.parent))
         save(temporary)
         if before_rename is not None:
             before_rename()
@@ -250,7 +270,7 @@ def write_numbered_directory(base, save, number=None, renumber=None):
     temporary = None
     try:
         base.mkdir(parents=True, exist_ok=True)
-        temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{chosen}-", dir=base))
+        temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{chosen}.{_pid()}-", dir=base))
         save(temporary, chosen)
         while True:
             target = base / str(chosen)

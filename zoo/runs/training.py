@@ -19,6 +19,7 @@ and, when resuming, read the chief's backup (`out` must be on a shared file
 system for that).
 """
 
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -26,7 +27,7 @@ import pathlib
 
 import keras
 
-from zoo import datasets, distribute, registry
+from zoo import datasets, distribute, locks, registry
 from zoo.datasets.preparation import (
     check_data_fits,
     image_datasets,
@@ -135,6 +136,17 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
     strategy = placement.strategy  # tf.distribute's; None on other backends
     registry.entry(name)  # an unknown name fails here, before anything else
     run_dir = pathlib.Path(out) if out is not None else _default_out(name)
+    # One writer per run directory (`zoo.locks`): the chief's, on a cluster.
+    with (locks.hold(run_dir, "zoo train") if distribute.is_chief(strategy)
+          else contextlib.nullcontext()):
+        return _train_locked(name, data, run_dir, placement, config_file, overrides, options,
+                             callbacks, verbose, quiet)
+
+
+def _train_locked(name, data, run_dir, placement, config_file, overrides, options, callbacks,
+                  verbose, quiet):
+    """`train` once the run directory is this process's: resumed or new, then trained."""
+    strategy = placement.strategy
     user_overrides, options = _given(config_file, overrides, TrainingOptions(**options))
     saved = _saved_run(run_dir)
     if saved is not None:
@@ -250,10 +262,10 @@ def _check_new_run(name, data, run_dir, strategy, user_overrides, options, folde
         raise ZooError(
             f"data is required (a new run); choose one of {', '.join(datasets.DATASETS)}"
         )
-    # A run killed before writing config.json leaves at most tokenizer/: start over.
-    # (On other workers the chief may be filling the folder already.)
+    # A run killed before writing config.json leaves at most tokenizer/ (and the lock
+    # this process holds): start over. (On other workers the chief may be filling it.)
     if distribute.is_chief(strategy) and run_dir.exists() and any(
-        child.name != "tokenizer" for child in run_dir.iterdir()
+        child.name not in ("tokenizer", locks.LOCK_NAME) for child in run_dir.iterdir()
     ):
         raise ZooError(
             f"--out {run_dir} exists, is not empty and holds no zoo run (no config.json); "

@@ -1,5 +1,6 @@
 """`tune`: a keras-tuner search over a zoo entry's space, resumable, with its results written."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -9,8 +10,9 @@ import tensorflow as tf
 
 from keras_attention import backends
 from keras_attention.checks import check_positive_int
-from zoo import distribute, files
+from zoo import distribute, files, locks
 from zoo.errors import ZooError
+from zoo.tuning import faults
 from zoo.tuning.hypermodel import hypermodel, is_data_function, is_dataset
 from zoo.tuning.results import (
     BEST_CONFIG,
@@ -191,23 +193,32 @@ def tune(
     x, y = _split_data(data)
     _check_tune_inputs(x, fixed, objective, validation_data, validation_split)
     model = hypermodel(name, space=space, **fixed)
-    settings_path, settings = _check_same_search(
-        pathlib.Path(directory) / (project_name or name), model, tuner, objective, overwrite
-    )
-    search = _resumed_tuner(
-        settings_path, model, tuner, objective=objective, max_trials=max_trials,
-        directory=directory, project_name=project_name, overwrite=overwrite, strategy=strategy,
-        seed=seed, max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
-        max_consecutive_failed_trials=max_consecutive_failed_trials,
-    )
-    if verbose:
-        _print_space(name, model)
-    files.write_json(settings_path, settings)  # after any overwrite
+    options = dict(objective=objective, max_trials=max_trials, directory=directory,
+                   project_name=project_name, overwrite=overwrite, strategy=strategy, seed=seed,
+                   max_epochs=max_epochs or epochs, executions_per_trial=executions_per_trial,
+                   max_consecutive_failed_trials=max_consecutive_failed_trials)
     fit_kwargs = dict(epochs=epochs, callbacks=list(callbacks or []), verbose=verbose,
                       validation_data=validation_data, validation_split=validation_split,
                       steps_per_epoch=steps_per_epoch, validation_steps=validation_steps)
-    search.search(x, y, **{key: value for key, value in fit_kwargs.items()
-                           if value is not None or key in ("epochs", "verbose")})
+    chief = isinstance(strategy, str) or distribute.is_chief(strategy)
+    with locks.hold(directory, "zoo tune") if chief else contextlib.nullcontext():
+        return _search(name, model, tuner, (x, y), fit_kwargs, num_best, options)
+
+
+def _search(name, model, tuner, data, fit_kwargs, num_best, options):
+    """`tune` once its directory is this process's (`zoo.locks`): the search, resumed or new
+    (`options`: `make_tuner`'s), and its results."""
+    directory, verbose = options["directory"], fit_kwargs["verbose"]
+    settings_path, settings = _check_same_search(
+        pathlib.Path(directory) / (options["project_name"] or name), model, tuner,
+        options["objective"], options["overwrite"])
+    search = _resumed_tuner(settings_path, model, tuner, **options)
+    if verbose:
+        _print_space(name, model)
+    files.write_json(settings_path, settings)  # after any overwrite
+    with faults.guarded(search, directory):  # atomic state, a full disk fatal
+        search.search(*data, **{key: value for key, value in fit_kwargs.items()
+                               if value is not None or key in ("epochs", "verbose")})
     best = best_config(search, model, tuner)
     path = write_best_config(best, pathlib.Path(directory) / BEST_CONFIG)
     table = results_table(search, model, num_best)
