@@ -134,13 +134,5 @@ def compiled_gradients(fn, tensors=(), variables=()):
         value, grads = step(tensors)
         return to_numpy(value), [None if g is None else to_numpy(g) for g in grads]
     if BACKEND == "jax":
-        import jax
-
-        def pure(values, tensors):
-            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                return fn(*tensors)
-
-        value, (variable_grads, tensor_grads) = jax.jit(
-            jax.value_and_grad(pure, argnums=(0, 1)))([v.value for v in variables], tensors)
-        return to_numpy(value), [np.asarray(g) for g in list(variable_grads) + list(tensor_grads)]
+        return _jax_gradients(fn, tensors, variables)  # always compiled by jax.jit
     return None

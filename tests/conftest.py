@@ -93,6 +93,7 @@ SHARED_RUN_FILES = (
 HEAVIEST_FILES = (
     *SHARED_RUN_FILES, "test_backends.py", "test_chaos_train.py", "test_zoo.py", "test_distribute.py", "test_budget.py", "test_marian.py",
     "test_decode.py", "test_export.py", "test_copy_export.py", "test_run_fixtures.py",
+    "test_export_ctranslate2.py",
     "test_tutorials.py",
     "test_bench_translation_smoke.py", "test_layers.py", "test_vit_checkpoints.py",
     "test_monotonic.py", "test_convs2s.py", "test_copy_models.py", "test_tuning.py",
@@ -149,6 +150,33 @@ def pytest_runtest_teardown(item, nextitem):
     """After the test's fixtures are torn down: free its garbage, freeze what is left."""
     gc.collect()
     gc.freeze()
+
+
+# `ZOO_TEST_CPU_LOG=FILE make test` appends each test's CPU seconds (user + system, this
+# process's threads and the child processes it waited for), wall seconds and node id to FILE:
+# CPU time, unlike pytest's `--durations`, hardly changes when other work shares the cores.
+_CPU_LOG = os.environ.get("ZOO_TEST_CPU_LOG")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ZOO_TEST_CPU_LOG set, record the test's CPU and wall seconds (setup to teardown)."""
+    if not _CPU_LOG:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu():
+        own, children = (resource.getrusage(who) for who in
+                         (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    cpu_start, wall_start = cpu(), time.perf_counter()
+    yield
+    with open(_CPU_LOG, "a") as log:
+        log.write(f"{cpu() - cpu_start:.2f}\t{time.perf_counter() - wall_start:.2f}\t"
+                  f"{os.environ.get('KERAS_BACKEND', 'tensorflow')}\t{item.nodeid}\n")
 
 
 @pytest.fixture

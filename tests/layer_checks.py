@@ -19,6 +19,12 @@ zero-argument factory, runs them on example inputs and checks:
 6. a fresh layer built under `"mixed_float16"` and `"mixed_bfloat16"` returns
    finite outputs in the compute dtype and keeps float32 variables.
 
+Check 1 runs under TensorFlow only: a config is Python, the same under every
+backend, and what a backend could change in it (the layer rebuilt from its
+config, its weights, its outputs) check 2 covers, with identical outputs. Its
+three eager calls were a third of the JAX run of these checks, which compiles
+every operation of an eager call on its first shapes.
+
 `inputs` is a dict from call-argument name to a numpy array; the first entry is
 passed positionally, the rest as keywords. A value that is a string names
 another entry and passes that same tensor again (self-attention:
@@ -254,7 +260,8 @@ def run_layer_checks(
     class's, whatever its options).
     """
     inputs = _Inputs(inputs, call_kwargs)
-    check_config_round_trip(make_layer, inputs)
+    if backends.BACKEND == "tensorflow":  # see the module's docstring
+        check_config_round_trip(make_layer, inputs)
     check_save_and_load(make_layer, inputs, tmp_dir)
     check_symbolic_matches_eager(make_layer, inputs)
     check_training_step(make_layer, inputs, allow_zero_gradients)

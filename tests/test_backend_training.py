@@ -7,10 +7,10 @@ References recorded under TensorFlow:
   gives the same loss, the same three training steps' losses and the same weight change
   (`python tests/test_backend_training.py --record`, under TensorFlow, writes it).
 
-On JAX, `keras.distribution.DataParallel` over two host devices gives the losses of one
-device (as tests/test_distribute.py checks `tf.distribute`'s Mirrored strategy on TensorFlow).
-`make test-jax` runs this file with two host devices; tests/test_backends.py runs it under
-JAX and PyTorch from `make test`.
+On JAX, `model.fit` on NumPy arrays and `keras.distribution.DataParallel` over two host
+devices (the losses of one device) are checked by tests/jax_without_tensorflow.py, which
+tests/test_backends.py runs with TensorFlow unimportable. tests/test_backends.py runs this
+file under JAX and PyTorch from `make test`; `make test-jax` and `make test-torch` run it too.
 """
 
 import json
@@ -113,7 +113,7 @@ def test_a_keras_file_saved_by_tensorflow_loads_with_its_outputs(family):
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="model.fit on NumPy arrays: TensorFlow's is "
-                    "tests/test_zoo.py's, JAX's test_data_parallel_... below (one and two devices)")
+                    "tests/test_zoo.py's, JAX's tests/jax_without_tensorflow.py's (one and two devices)")
 @pytest.mark.parametrize("name", ["transformer-tiny", "vit-tiny"])
 def test_fit_trains_three_epochs_on_numpy_arrays(name):
     model = zoo.get(name, **FAMILIES[name])
@@ -137,39 +137,6 @@ def test_tensorflow_only_features_name_the_backend_they_need(tmp_path):
         greedy_decode(model, np.ones((1, 4), "int32"), max_length=4)
     with pytest.raises(BackendError, match="on JAX, call keras.distribution.set_distribution"):
         zoo.get("vit-tiny", strategy="mirrored")
-
-
-def _host_devices():
-    import jax
-
-    return jax.devices("cpu")
-
-
-@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution's DataParallel is JAX's here; "
-                    "tests/test_distribute.py checks tf.distribute's Mirrored on TensorFlow")
-@pytest.mark.parametrize("name", ["transformer-tiny", "vit-tiny"])
-def test_data_parallel_over_two_host_devices_matches_one_device(name):
-    if len(_host_devices()) < 2:
-        pytest.skip("one host device: run with XLA_FLAGS=--xla_force_host_platform_device_count=2 "
-                    "(make test-jax and tests/test_backends.py set it)")
-    inputs, labels = _data(name, batch=32)
-
-    def losses():
-        keras.utils.set_random_seed(0)
-        model = zoo.get(name, **FAMILIES[name])
-        model(inputs if not isinstance(inputs, dict) else {k: v[:1] for k, v in inputs.items()})
-        _set_seeded_weights(model)
-        history = model.fit(inputs, labels, batch_size=8, epochs=3, shuffle=False, verbose=0)
-        return history.history["loss"]
-
-    one = losses()
-    keras.distribution.set_distribution(
-        keras.distribution.DataParallel(devices=_host_devices()[:2]))
-    try:
-        two = losses()
-    finally:
-        keras.distribution.set_distribution(None)
-    np.testing.assert_allclose(two, one, rtol=1e-5)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:

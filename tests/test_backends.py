@@ -49,8 +49,9 @@ def test_layer_library_and_families_under_torch():
 
 @pytest.mark.slow
 def test_the_zoo_trains_on_jax_without_tensorflow_and_its_keras_file_loads_here(tmp_path):
-    """`import zoo`, `zoo.list/describe/get` and `fit` under DataParallel with TensorFlow
-    unimportable; the `.keras` file it saves loads under TensorFlow with its outputs."""
+    """`import zoo`, `zoo.list/describe/get` and `fit` with TensorFlow unimportable, under
+    DataParallel with one device's losses; the `.keras` file loads under TensorFlow with its
+    outputs."""
     import keras
     import numpy as np
 
@@ -68,8 +69,12 @@ def test_the_zoo_trains_on_jax_without_tensorflow_and_its_keras_file_loads_here(
     assert sorted(report["described"]) == sorted(zoo.list())
     assert set(report["built"]) == {"transformer-tiny", "seq2seq-bahdanau-small",
                                     "convs2s-small", "vit-tiny"}
+    # DataParallel over two host devices gives one device's losses, from the same weights.
+    assert sorted(report["losses"]) == ["transformer-tiny", "vit-tiny"]
     for name, losses in report["losses"].items():
         assert len(losses) == 3 and all(np.isfinite(losses)), (name, losses)
+        np.testing.assert_allclose(losses, report["one_device_losses"][name], rtol=1e-5,
+                                   err_msg=name)
     model = keras.saving.load_model(tmp_path / "transformer.keras")
     inputs = dict(np.load(tmp_path / "inputs.npz"))
     expected = np.load(tmp_path / "outputs.npy")
