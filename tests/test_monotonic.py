@@ -231,6 +231,19 @@ def test_sigmoid_noise_only_in_training():
     assert np.abs(noisy[0] - first).max() > 1e-3 and np.abs(noisy[0] - noisy[1]).max() > 1e-3
 
 
+def test_given_noise_is_the_pre_sigmoid_noise():
+    """`noise=` (what a recurrence under ops.scan draws before its loop) is added to the
+    energies, scaled by `sigmoid_noise`: α from sigmoid(e + σ N), against numpy."""
+    layer, value = _layer(sigmoid_noise=0.5, seed=5)
+    query, previous = _x(B, DQ, seed=2), to_numpy(layer.initial_alignment(value))
+    noise = np.random.default_rng(8).standard_normal((B, S)).astype("float32")
+    _, alpha = map(to_numpy, layer(query, value, previous, value_mask=MASK, training=True,
+                                   noise=noise, return_alignment=True))
+    p = np.where(MASK, _sigmoid(np_energies(layer, query, value, MASK) + 0.5 * noise), 0.0)
+    np.testing.assert_allclose(alpha, [np_alignment_sum(p[b], previous[b]) for b in range(B)],
+                               atol=1e-5)
+
+
 @pytest.mark.parametrize("chunk_size", [1, 3])
 def test_mocha_expected_weights_match_the_paper(chunk_size):
     """MoChA's β (Chiu & Raffel, eq. 20) from the layer's α and chunk energies, against a numpy
@@ -462,6 +475,9 @@ def trained_mocha():
     inputs = {"source": source,
               "target": np.concatenate([np.full((32, 1), 2), target[:, :-1]], 1).astype("int32")}
     optimizer, loss = keras.optimizers.Adam(0.01), ka.MaskedSparseCategoricalCrossentropy()
+    if backends.BACKEND == "jax":  # one compiled train step, where each backends.gradients call compiles
+        model.compile(optimizer=optimizer, loss=loss)
+        return model, [model.train_on_batch(inputs, target) for _ in range(3)], source, inputs
     losses = []
     for _ in range(3):  # single steps: quicker here than compiling `fit`'s train step
         value, gradients = backends.gradients(

@@ -106,6 +106,11 @@ class MonotonicAttention(keras.layers.Layer):
         training: training (expected alignment, with noise) or inference (hard).
         mode: override the computation: `"prefix"`, `"parallel"`, `"recursive"`
             (expected, see `monotonic_alignment`), `"hard"` or `"online"` (one query only).
+        noise: standard normal noise shaped like the energies, `(B, S)` or `(B, T, S)`,
+            scaled by `sigmoid_noise` in training; drawn from the layer's seed generator
+            when None. A recurrence under `ops.scan` draws it for all its steps before the
+            loop (`draw_noise`): a seed generator drawn inside the loop's body changes its
+            state there, which JAX's traced training step refuses.
 
     Returns:
         The context `(B, Dv)` (or `(B, T, Dv)`), then the weights and `α_i` as asked.
@@ -219,6 +224,7 @@ class MonotonicAttention(keras.layers.Layer):
         projected_key=None,
         training=None,
         mode=None,
+        noise=None,
     ):
         key = value if key is None else key
         check_query_features(query, self.query_kernel)
@@ -236,17 +242,22 @@ class MonotonicAttention(keras.layers.Layer):
         else:
             context, weights, alignment = self._whole_rows(
                 query, value, previous_alignment, projected_key, value_mask, mode, training,
-                single_step)
+                single_step, noise)
         outputs = (context,) + ((weights,) if return_attention_scores else ()) + (
             (alignment,) if return_alignment else ())
         return outputs if len(outputs) > 1 else context
 
+    def draw_noise(self, shape):
+        """Standard normal noise of `shape` from the layer's seed generator (see `noise`)."""
+        return keras.random.normal(shape, seed=self.seed_generator)
+
     def _whole_rows(self, query, value, previous, projected_key, mask, mode, training,
-                    single_step):
+                    single_step, noise):
         """Every energy of every row: the expected alignment (training) or `"hard"`."""
         if single_step:
             query = ops.expand_dims(query, 1)  # (B, 1, Dq)
             previous = ops.expand_dims(previous, 1)  # (B, 1, S)
+            noise = None if noise is None else ops.expand_dims(noise, 1)
         monotonic_key, chunk_key = self._split_key(projected_key)
         monotonic_query, chunk_query = self._queries(query)
         energies = ops.cast(self.energies(monotonic_query, monotonic_key), "float32")  # (B, T, S)
@@ -254,8 +265,8 @@ class MonotonicAttention(keras.layers.Layer):
             p_choose = ops.cast(energies > 0, "float32")
         else:
             if training and self.sigmoid_noise > 0:
-                energies = energies + self.sigmoid_noise * keras.random.normal(
-                    ops.shape(energies), seed=self.seed_generator)
+                noise = self.draw_noise(ops.shape(energies)) if noise is None else noise
+                energies = energies + self.sigmoid_noise * ops.cast(noise, "float32")
             p_choose = ops.sigmoid(energies)
         mask = ops.expand_dims(mask, 1)  # (B, 1, S)
         p_choose = ops.where(mask, p_choose, 0.0)  # the head never stops on padding

@@ -139,9 +139,10 @@ class BahdanauDecoder(keras.layers.Layer):
             states.append(ops.zeros_like(annotations[:, :, 0]))
         return states
 
-    def step(self, embedded, states, annotations, projected_key, annotations_mask, training=None):
+    def step(self, embedded, states, annotations, projected_key, annotations_mask, training=None,
+             noise=None):
         """One step: `(B, E)`, states (from `get_initial_state`) -> new states, `s_{t-1}`,
-        `c_t`, `α_t`."""
+        `c_t`, `α_t`. `noise`: monotonic attention's `(B, S)` pre-sigmoid noise, or None."""
         previous = states[0]
         cell_states, last_alignment, coverage = self._split_states(states)
         location = (last_alignment,) if self.carries_alignment else ()  # α_{t-1}
@@ -150,7 +151,7 @@ class BahdanauDecoder(keras.layers.Layer):
         monotonic = self.attention_type in MONOTONIC
         # Monotonic attention: expected alignments in training, hard ones otherwise; the
         # state carries α_t, the weights (MoChA's β_t) go out.
-        options = dict(return_alignment=True, training=training) if monotonic else {}
+        options = dict(return_alignment=True, training=training, noise=noise) if monotonic else {}
         context, alignment, *carried = self.attention(
             previous,
             annotations,
@@ -188,10 +189,18 @@ class BahdanauDecoder(keras.layers.Layer):
             ops.zeros_like(annotations[:, :, 0]),  # α_t (B, S)
         ]
 
-        def scan_step(carry, embedded):
+        # Monotonic attention's noise, (T, B, S), drawn for every step before the loop and
+        # scanned along (see ka.MonotonicAttention's `noise`).
+        noisy = training and self.attention_type in MONOTONIC and self.attention.sigmoid_noise > 0
+        if noisy:
+            steps = (steps, self.attention.draw_noise(
+                (ops.shape(steps)[0], ops.shape(annotations)[0], ops.shape(annotations)[1])))
+
+        def scan_step(carry, inputs):
+            embedded, noise = inputs if noisy else (inputs, None)
             new_states, previous, context, alignment = self.step(
                 embedded, carry[: len(states)], annotations, projected_key, annotations_mask,
-                training,
+                training, noise,
             )
             carry = new_states + [previous, context, alignment]
             return carry, carry
