@@ -91,7 +91,8 @@ SHARED_RUN_FILES = (
 # keeps both workers busy to the end, instead of one finishing a long file alone.
 # The files of SHARED_RUN_FILES come first, as one work unit (`pytest_xdist_make_scheduler`).
 HEAVIEST_FILES = (
-    *SHARED_RUN_FILES, "test_backends.py", "test_chaos_train.py", "test_zoo.py", "test_distribute.py", "test_budget.py", "test_marian.py",
+    *SHARED_RUN_FILES, "test_backends.py", "test_chaos_train.py", "test_zoo.py",
+    "test_distribute.py", "test_budget.py", "test_marian.py", "test_serving_soak.py",
     "test_decode.py", "test_export.py", "test_copy_export.py", "test_run_fixtures.py",
     "test_export_ctranslate2.py",
     "test_tutorials.py",
