@@ -62,11 +62,12 @@ test-jax: $(VENV)/.installed
 test-torch: $(VENV)/.installed
 	KERAS_BACKEND=torch $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
 
-# The ViT's LiteRT, ONNX and OpenVINO exports in their own runtimes (the `deploy` extra,
-# installed into the venv above): tests/test_export_deploy.py, which `make test` skips, and the
-# format tests that run without the extra. .ci/run runs it when the extra installs offline.
+# The ViT's LiteRT, ONNX and OpenVINO exports and a Transformer's CTranslate2 export in their own
+# runtimes (the `deploy` extra, installed into the venv above): tests/test_export_deploy.py, which
+# `make test` skips, and the format tests that run without the extra. .ci/run runs it when the
+# extra installs offline.
 test-deploy: $(VENV)/.installed-deploy
-	ZOO_DEPLOY_TESTS=1 $(BIN)/python -m pytest -q -n 0 tests/test_export_deploy.py tests/test_export_formats.py
+	ZOO_DEPLOY_TESTS=1 $(BIN)/python -m pytest -q -n 0 tests/test_export_deploy.py tests/test_export_formats.py tests/test_export_ctranslate2.py
 
 # Line coverage of keras_attention/ and zoo/, subprocesses included ([tool.coverage] in
 # pyproject.toml).

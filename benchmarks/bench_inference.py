@@ -23,8 +23,11 @@ Engines (`benchmarks/inference_engines.py`, one process each, all idle but one):
 in-process (`zoo.decode`, XLA), the default export and the `--jit` export
 (`tf.saved_model.load` in a process that never imports the zoo), transformers
 `MarianMTModel.generate` on PyTorch, CTranslate2 float32 and int8 (converted from the
-same folder); on request (`--engines`), the default and the `--jit` export with int8
-weights (`saved-model-int8`, `saved-model-jit-int8`: `zoo import --quantize int8`). Every
+same folder by CTranslate2's transformers converter), and CTranslate2 float32 and int8 from
+the zoo's own export (`ct2-zoo-float32`, `ct2-zoo-int8`: `zoo import --format ctranslate2`,
+issue #51; the same weights, so they should match); on request (`--engines`), the default and
+the `--jit` export with int8 weights (`saved-model-int8`, `saved-model-jit-int8`: `zoo import
+--quantize int8`). Every
 engine gets text and returns token ids and text, with `--threads` threads (default: all cores), and generates `--length` tokens per sentence (the random
 folder never makes `</s>` likely; nothing forces `</s>` at the limit).
 
@@ -52,7 +55,8 @@ import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-ENGINES = ("zoo", "saved-model", "saved-model-jit", "transformers", "ct2-float32", "ct2-int8")
+ENGINES = ("zoo", "saved-model", "saved-model-jit", "transformers", "ct2-float32", "ct2-int8",
+           "ct2-zoo-float32", "ct2-zoo-int8")
 # the zoo's exports: engine -> its directory (`zoo export`, `--jit`, `--quantize int8`, both);
 # the int8 ones run only when asked for with --engines
 SAVED_MODELS = {"saved-model": "export", "saved-model-jit": "export_jit",
@@ -95,7 +99,8 @@ def run(args, **kwargs):
 
 
 def prepare(args, work):
-    """The folder (random unless --folder), the two exports and the CTranslate2 conversion."""
+    """The folder (random unless --folder), the zoo's exports (SavedModels, CTranslate2) and
+    CTranslate2's own conversion."""
     sentences, pairs = catalog_sentences(args.sentences, args.seed)
     (work / "sentences.json").write_text(json.dumps(sentences, ensure_ascii=False))
     folder = pathlib.Path(args.folder) if args.folder else work / "marian"
@@ -105,9 +110,12 @@ def prepare(args, work):
         run([sys.executable, HERE / "marian_folder.py", folder, args.size, args.seed,
              work / "sources.json", work / "targets.json"])
     exports = [SAVED_MODELS[name] for name in args.engines if name in SAVED_MODELS]
+    if any(name.startswith("ct2-zoo") for name in args.engines):
+        exports.append("ct2_zoo")  # the zoo's CTranslate2 export, float32 (int8 when loaded)
     export = ("import sys; from zoo.transformer import marian; "
               "[marian.export_folder(sys.argv[1], sys.argv[2] + '/' + key, 1, "
               "jit_compile='jit' in key, quantize='int8' if 'int8' in key else None, "
+              "format='ctranslate2' if key == 'ct2_zoo' else 'savedmodel', "
               "max_new_tokens=int(sys.argv[3]), force_end=False) for key in sys.argv[4:]]")
     if exports:
         run([sys.executable, "-c", export, folder, work, args.length, *exports],
@@ -116,7 +124,7 @@ def prepare(args, work):
          "--output_dir", work / "ct2", "--force"], stdout=subprocess.DEVNULL)
     config = json.loads((folder / "config.json").read_text())
     settings = dict(
-        folder=str(folder), ct2=str(work / "ct2"),
+        folder=str(folder), ct2=str(work / "ct2"), ct2_zoo=str(work / "ct2_zoo" / "1"),
         **{key: str(work / key / "1") for key in SAVED_MODELS.values()}, sentences=str(work / "sentences.json"), threads=args.threads,
         length=args.length, pad_id=config["pad_token_id"],
         max_source=config["max_position_embeddings"],

@@ -17,7 +17,11 @@ and the `--jit` export: `greedy` and `serving_default` signatures), `saved-model
 (`MarianMTModel.generate` on PyTorch), `ct2-float32`, `ct2-int8` (CTranslate2, one
 float32 conversion, int8 quantized when loaded: `compute_type="int8"`), and both with
 `-mkl` or `-nomkl` (CTranslate2 with its MKL backend forced on or off, `CT2_USE_MKL=1` or `0` in
-that engine's process only; by default it uses MKL on Intel CPUs and not on AMD ones).
+that engine's process only; by default it uses MKL on Intel CPUs and not on AMD ones), and
+`ct2-zoo-float32`, `ct2-zoo-int8` (CTranslate2 from the zoo's own export, `zoo import FOLDER
+--format ctranslate2`: the same weights through `ctranslate2.specs`, loaded and called as the
+`ct2-*` engines are, except that the export appends `</s>` to the source itself,
+`add_source_eos`).
 
 Every engine uses `threads` threads for its operations (TensorFlow: intra- and
 inter-op pools; PyTorch: `torch.set_num_threads`; CTranslate2: `intra_threads`, one
@@ -123,17 +127,20 @@ def transformers_engine(settings):
     return translate, settings["pad_id"]
 
 
-def ct2_engine(settings, compute_type, mkl=None):
+def ct2_engine(settings, compute_type, mkl=None, zoo=False):
     """`mkl` True or False: CTranslate2 with Intel's MKL backend forced on or off
     (`CT2_USE_MKL`, read when the library loads); None: CTranslate2's default for the CPU
-    (MKL on Intel CPUs, not on AMD ones)."""
+    (MKL on Intel CPUs, not on AMD ones). `zoo`: the zoo's CTranslate2 export instead of
+    transformers' conversion (it appends `</s>` to the source itself)."""
     if mkl is not None:
         os.environ["CT2_USE_MKL"] = "1" if mkl else "0"
     import ctranslate2
     import sentencepiece
 
-    translator = ctranslate2.Translator(settings["ct2"], device="cpu", compute_type=compute_type,
+    translator = ctranslate2.Translator(settings["ct2_zoo" if zoo else "ct2"], device="cpu",
+                                        compute_type=compute_type,
                                         intra_threads=settings["threads"], inter_threads=1)
+    suffix = [] if zoo else ["</s>"]
     folder = settings["folder"]
     source_spm = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "source.spm"))
     target_spm = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "target.spm"))
@@ -141,7 +148,7 @@ def ct2_engine(settings, compute_type, mkl=None):
         vocab = json.load(file)
 
     def translate(texts, search):
-        tokens = [source_spm.encode(text, out_type=str) + ["</s>"] for text in texts]
+        tokens = [source_spm.encode(text, out_type=str) + suffix for text in texts]
         results = translator.translate_batch(
             tokens, beam_size=1 if search == "greedy" else 4, max_decoding_length=settings["length"],
             length_penalty=1.0, max_batch_size=len(texts))
@@ -165,6 +172,8 @@ def load(engine, settings):
         return ct2_engine(settings, engine.split("-")[1])
     if engine in ("ct2-float32-mkl", "ct2-int8-mkl", "ct2-float32-nomkl", "ct2-int8-nomkl"):
         return ct2_engine(settings, engine.split("-")[1], mkl=engine.endswith("-mkl"))
+    if engine in ("ct2-zoo-float32", "ct2-zoo-int8"):
+        return ct2_engine(settings, engine.split("-")[2], zoo=True)
     raise SystemExit(f"unknown engine {engine!r}")
 
 

@@ -32,7 +32,7 @@ def test_translation_runs_are_refused_in_one_line(run, format_, tmp_path):
     code, out, err = run_main("export", FIXTURES / run, "--format", format_, "--to", tmp_path / "out")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"zoo export: error: --format {format_} is for ViT runs")
-    assert "SavedModel only" in err and not (tmp_path / "out").exists()
+    assert "exported as a SavedModel" in err and not (tmp_path / "out").exists()
 
 
 def test_the_python_api_refuses_what_a_format_cannot_hold(tmp_path):

@@ -8,8 +8,10 @@
                                    --set key=value ...]
     zoo evaluate RUN_DIR [--checkpoint best|last|average --beam-size K --limit N --confidence [N]]
     zoo compare RUN_A RUN_B [--beam-size K --limit N --samples N]
-    zoo export RUN_DIR [--to saved_models/NAME --version N --format litert|onnx|openvino]
-    zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K]
+    zoo export RUN_DIR [--to saved_models/NAME --version N
+                        --format litert|onnx|openvino|ctranslate2]
+    zoo import OPUS_MT_FOLDER --to saved_models/NAME [--version N --beam-size K
+                                                     --format ctranslate2]
     zoo predict RUN_DIR|SAVED_MODEL INPUT... [--beam-size K --top-k K --json
                                               --sample --temperature T --top-p P --seed S]
     zoo tune NAME --data DATASET [--tuner random|hyperband|bayesian --max-trials N

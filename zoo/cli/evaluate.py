@@ -8,7 +8,7 @@ import sys
 from zoo import runs
 from zoo.cli.arguments import EXIT_FAILED, UserError, positive_int
 from zoo.decode.sampling import Sampling
-from zoo.export import runtimes
+from zoo.export import ctranslate2_runtime, runtimes
 from zoo.runs.rundir import CHECKPOINTS
 
 IMAGE_CLASSES = 3  # zoo predict: classes shown per image
@@ -48,7 +48,13 @@ def _sampling(args):
 def _cmd_predict(args):
     sampling = _sampling(args)
     top_k = IMAGE_CLASSES if sampling is not None or args.top_k is None else args.top_k
-    if runtimes.resolve(args.path) is not None:  # a LiteRT, ONNX or OpenVINO export of a ViT
+    if ctranslate2_runtime.resolve(args.path) is not None:  # a Transformer for CTranslate2
+        if sampling is not None:
+            raise UserError(f"{args.path} is a CTranslate2 export: --sample is for runs and "
+                            "SavedModels (CTranslate2's sampler draws other samples)")
+        results = ctranslate2_runtime.predict(args.path, args.inputs, beam_size=args.beam_size,
+                                              alpha=args.alpha)
+    elif runtimes.resolve(args.path) is not None:  # a LiteRT, ONNX or OpenVINO export of a ViT
         if sampling is not None:
             raise UserError(f"{args.path} is an image model; sampling is for translation models")
         results = runtimes.predict(args.path, args.inputs, top_k=top_k)
@@ -127,8 +133,9 @@ def add_predict_parser(commands):
         "predict", help="translate sentences or classify images with a run or SavedModel",
         description=(
             "PATH is a run directory (decoding in this process) or an exported SavedModel "
-            "(a version folder, or an export root: its newest version), or a ViT's LiteRT, "
-            "ONNX or OpenVINO export (zoo export --format; its runtime from the deploy extra). "
+            "(a version folder, or an export root: its newest version), a ViT's LiteRT, "
+            "ONNX or OpenVINO export or a Transformer's CTranslate2 export (zoo export "
+            "--format; its runtime from the deploy extra). "
             "INPUTs are sentences for translation models, image files for image models."
         ),
         epilog=(

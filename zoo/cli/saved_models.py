@@ -1,17 +1,20 @@
-"""`zoo export` and `zoo import`: TF Serving SavedModels of a run or of an OPUS-MT folder, and
-a ViT run as LiteRT, ONNX or OpenVINO (`--format`, `zoo.export.formats`)."""
+"""`zoo export` and `zoo import`: TF Serving SavedModels of a run or of an OPUS-MT folder, a ViT
+run as LiteRT, ONNX or OpenVINO (`--format`, `zoo.export.formats`), and a Transformer run or an
+OPUS-MT folder as a CTranslate2 model (`--format ctranslate2`, `zoo.export.ctranslate2`)."""
 
 import pathlib
 
 from zoo import locks, runs
 from zoo.cli.arguments import UserError, positive_int
-from zoo.export import FORMATS, SAVED_MODEL, int8
+from zoo.export import CTRANSLATE2, FORMATS, SAVED_MODEL, int8
 from zoo.export import export as export_model
 from zoo.runs.rundir import CHECKPOINTS
 from zoo.transformer import marian
 
 
 def _cmd_export(args):
+    if args.format == CTRANSLATE2:
+        return _export_ctranslate2(args)
     if args.format != SAVED_MODEL:
         return _export_format(args)
     path = runs.export_run(
@@ -27,8 +30,8 @@ def _export_format(args):
     config = runs.read_config(args.run_dir)
     if config["kind"] != "image":
         raise UserError(f"--format {args.format} is for ViT runs; {args.run_dir} is a "
-                        f"{config['model']} translation run, exported as a SavedModel only "
-                        "(leave out --format)")
+                        f"{config['model']} translation run, exported as a SavedModel (leave "
+                        f"out --format), a Transformer also with --format {CTRANSLATE2}")
     if args.jit:
         raise UserError(f"--jit is for SavedModels; --format {args.format} has no XLA option")
     run = runs.load_run(args.run_dir, args.checkpoint)
@@ -43,11 +46,37 @@ def _export_format(args):
           f"zoo predict {path} IMAGE...")
 
 
+def _export_ctranslate2(args):
+    """A Transformer translation run as a CTranslate2 model, into TO (default
+    saved_models/NAME-ctranslate2); the format refuses other models in one line."""
+    config = runs.read_config(args.run_dir)
+    if config["kind"] != "translation":
+        raise UserError(f"--format {CTRANSLATE2} is for Transformer translation runs; "
+                        f"{args.run_dir} is a {config['model']} image run (--format litert, "
+                        "onnx or openvino)")
+    if args.jit:
+        raise UserError(f"--jit is for SavedModels; --format {CTRANSLATE2} has no XLA option")
+    path = runs.export_run(
+        args.run_dir, to=args.to, version=args.version, checkpoint=args.checkpoint,
+        beam_size=args.beam_size, alpha=args.alpha, quantize=args.quantize, format=CTRANSLATE2,
+    )
+    _print_ctranslate2(path)
+
+
+def _print_ctranslate2(path):
+    print(f"Load it with ctranslate2.Translator({str(path)!r}) and its tokenizer (saved_models/"
+          f"README.md), or: zoo predict {path} TEXT...")
+
+
 def _cmd_import(args):
     options = {key: getattr(args, key) for key in ("beam_size", "alpha", "max_length", "quantize")
                if getattr(args, key) is not None}
     with locks.hold(args.to, "zoo import"):
-        path = marian.export_folder(args.folder, args.to, args.version, **options)
+        path = marian.export_folder(args.folder, args.to, args.version, format=args.format,
+                                    **options)
+    if args.format == CTRANSLATE2:
+        _print_ctranslate2(path)
+        return
     print(f"Load it with tf.saved_model.load({str(path)!r}), or: zoo predict {path} TEXT...")
 
 
@@ -75,12 +104,13 @@ def add_export_parser(commands):
                    "(TF Serving on CPU then needs --xla_cpu_compilation_enabled=true)")
     p.add_argument("--quantize", choices=int8.MODES,
                    help="export Keras' int8 weights (Transformer and ViT; zoo.export.int8); "
-                   "litert, onnx: the format's dynamic-range int8")
-    p.add_argument("--format", choices=(SAVED_MODEL, *FORMATS), default=SAVED_MODEL,
+                   "litert, onnx: the format's dynamic-range int8; ctranslate2: its int8")
+    p.add_argument("--format", choices=(SAVED_MODEL, *FORMATS, CTRANSLATE2), default=SAVED_MODEL,
                    help="ViT runs: litert (model.tflite), onnx (model.onnx) or openvino "
-                   "(model.xml, .bin), uint8 images in, probabilities out, into TO/<version> "
-                   "(default TO: saved_models/MODEL_NAME-FORMAT; needs pip install -e "
-                   "'.[deploy]'); default savedmodel")
+                   "(model.xml, .bin), uint8 images in, probabilities out; Transformer "
+                   "translation runs: ctranslate2 (a CTranslate2 model directory and the run's "
+                   "tokenizer); into TO/<version> (default TO: saved_models/MODEL_NAME-FORMAT; "
+                   "needs pip install -e '.[deploy]'); default savedmodel")
     p.set_defaults(func=_cmd_export)
 
 
@@ -106,7 +136,12 @@ def add_import_parser(commands):
                    "position table, outputs as transformers' generate: the folder's max_length "
                    "- 1 tokens, </s> included)")
     p.add_argument("--quantize", choices=int8.MODES,
-                   help="export Keras' int8 weights (Transformer and ViT; zoo.export.int8)")
+                   help="export Keras' int8 weights (Transformer and ViT; zoo.export.int8); "
+                   "ctranslate2: CTranslate2's int8")
+    p.add_argument("--format", choices=(SAVED_MODEL, CTRANSLATE2), default=SAVED_MODEL,
+                   help="ctranslate2: a CTranslate2 model directory built from the imported "
+                   "weights, the folder's tokenizers beside it (needs pip install -e "
+                   "'.[deploy]'); default savedmodel")
     p.set_defaults(func=_cmd_import)
 
 

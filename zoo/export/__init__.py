@@ -81,8 +81,11 @@ is never overwritten (`FileExistsError`).
 Other formats (a ViT only): `format="litert"`, `"onnx"` or `"openvino"` writes the same
 version layout with the format's files (`model.tflite`; `model.onnx`; `model.xml` and
 `model.bin`) beside `assets.extra/zoo_export.json`, uint8 images in and probabilities out
-(`zoo.export.formats`; loaded and run by `zoo.export.runtimes`). A root holds versions of one
-format: a server loads its largest version, whatever the format.
+(`zoo.export.formats`; loaded and run by `zoo.export.runtimes`). `format="ctranslate2"` (a
+Transformer only) writes a CTranslate2 model directory built from the Keras weights with
+`ctranslate2.specs`, its tokenizer files beside it (`zoo.export.ctranslate2`,
+`zoo.export.ctranslate2_export`; run by `zoo.export.ctranslate2_runtime`). A root holds
+versions of one format: a server loads its largest version, whatever the format.
 
 The translation export lives in `zoo.export.translation` (the exported module
 in `zoo.export.translation_module`, a copying model's in `zoo.export.copying`),
@@ -104,8 +107,8 @@ from keras_attention import backends
 from keras_attention.checks import check_int
 from zoo import families, files
 from zoo.errors import ZooError
-from zoo.export import formats, int8, warmup
-from zoo.export.formats import FORMATS, SAVED_MODEL
+from zoo.export import ctranslate2_export, formats, int8, warmup
+from zoo.export.formats import CTRANSLATE2, FORMATS, SAVED_MODEL
 from zoo.export.image import DEFAULT_TOP_K, ImageClassifierModule, image_export
 from zoo.export.translation import (  # noqa: F401 - part of this module's API
     DEFAULT_RNN_MAX_LENGTH,
@@ -117,7 +120,8 @@ from zoo.export.translation_module import TranslationModule
 from zoo.text.special import special_ids
 
 __all__ = [
-    "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "FORMATS", "IMAGE_FAMILIES", "METADATA_FILENAME",
+    "CTRANSLATE2", "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "FORMATS", "IMAGE_FAMILIES",
+    "METADATA_FILENAME",
     "SAVED_MODEL",
     "TF_SERVING_TEXT_OPS", "TF_SERVING_TEXT_OP_LIBRARIES", "TRANSLATION_FAMILIES",
     "ImageClassifierModule", "TranslationModule", "existing_versions", "export",
@@ -229,7 +233,10 @@ def export(
             LiteRT and ONNX: the format's own dynamic-range int8 (`zoo.export.formats`).
         format: `"savedmodel"`, or for a ViT `"litert"`, `"onnx"` or `"openvino"`: the
             same version layout, uint8 images in and probabilities out, the format's files
-            beside `assets.extra/zoo_export.json` (`zoo.export.formats`; the `deploy` extra).
+            beside `assets.extra/zoo_export.json` (`zoo.export.formats`; the `deploy` extra);
+            for a Transformer `"ctranslate2"`: a CTranslate2 model directory, the
+            tokenizers beside it, `quantize="int8"` CTranslate2's own int8 weights
+            (`zoo.export.ctranslate2_export`).
         top_k: ViT: classes reported per image, at most the number of
             classes K; default min(5, K).
         class_names: ViT: one name per class; default the ids as text.
@@ -259,6 +266,12 @@ def export(
     # Every argument is checked (and the signatures prepared) before anything is written.
     formats.check_format(format, family, quantize, jit_compile)
     int8.check_quantize(quantize, family)
+    if format == CTRANSLATE2:  # zoo.export.ctranslate2_export: quantize is CTranslate2's int8
+        write, metadata = ctranslate2_export.prepare(
+            obj, family, tokenizer, target_tokenizer, beam_size, alpha, max_length,
+            length_penalty, force_end, max_new_tokens, quantize)
+        metadata["quantization"] = quantize
+        return _save(obj, family, base, version, write, metadata)
     if format != SAVED_MODEL:
         write, metadata = formats.deploy_export(obj, format, top_k, class_names, quantize)
         metadata["quantization"] = quantize

@@ -40,6 +40,7 @@ from zoo.errors import ZooError
 from zoo.export.image import check_image_arguments
 
 SAVED_MODEL = "savedmodel"
+CTRANSLATE2 = "ctranslate2"  # a Transformer for CTranslate2 (`zoo.export.ctranslate2`)
 INSTALL = "pip install -e '.[deploy]'"
 ONNX_OPSET = 17
 
@@ -85,18 +86,20 @@ def require(module, package, purpose):
 
 def check_format(format, family, quantize, jit_compile):  # noqa: A002 - export's argument
     """Raise ZooError unless `format` can be written for this family with these options."""
-    known = (SAVED_MODEL, *FORMATS)
+    known = (SAVED_MODEL, *FORMATS, CTRANSLATE2)
     if format not in known:
         raise ZooError(f"export: `format` must be one of {known}; received {format!r}.")
     if format == SAVED_MODEL:
         return
-    if family != "vit":
+    if family != "vit" and format != CTRANSLATE2:  # which models CTranslate2 takes: its check_model
         raise ZooError(
             f"export: format={format!r} is for ViT models; a {family!r} model exports as a "
-            f"SavedModel only (format={SAVED_MODEL!r})."
+            f"SavedModel (format={SAVED_MODEL!r}), or a Transformer as {CTRANSLATE2!r}."
         )
     if jit_compile:
         raise ZooError(f"export: jit_compile is for SavedModels; format={format!r} has none.")
+    if format == CTRANSLATE2:
+        return
     if quantize is not None and FORMATS[format].int8 is None:
         raise ZooError(
             f"export: quantize={quantize!r} is for the litert and onnx formats; OpenVINO's int8 "

@@ -47,18 +47,19 @@ def _format(directory):
         return None
 
 
-def resolve(path):
+def resolve(path, formats=tuple(FORMATS)):
     """The version directory of a LiteRT, ONNX or OpenVINO export at `path` (a version, or a
-    root whose newest version is one); else None (a SavedModel, a run, anything else)."""
+    root whose newest version is one); else None (a SavedModel, a run, anything else).
+    `formats`: the formats looked for (`zoo.export.ctranslate2_runtime`: CTranslate2's)."""
     path = pathlib.Path(path)
-    if _format(path) in FORMATS:
+    if _format(path) in formats:
         return path
     if not path.is_dir():
         return None
     versions = sorted((int(child.name), child) for child in path.iterdir()
                       if child.name.isdigit() and child.is_dir()
                       and (_format(child) is not None or (child / "saved_model.pb").is_file()))
-    if versions and _format(versions[-1][1]) in FORMATS:
+    if versions and _format(versions[-1][1]) in formats:
         return versions[-1][1]
     return None
 

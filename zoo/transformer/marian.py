@@ -208,7 +208,8 @@ def export_folder(folder, path, version=None, **export_options):
         folder: the Hugging Face Marian folder.
         path: e.g. `"saved_models/opus-mt-en-de"`; the version goes to `<path>/<version>/`.
         version, **export_options: as `zoo.export` (`beam_size`, `alpha`,
-            `max_length`, `length_penalty`, `force_end`). Without `max_length`,
+            `max_length`, `length_penalty`, `force_end`; `format="ctranslate2"`: a
+            CTranslate2 model directory instead of a SavedModel). Without `max_length`,
             sources take the whole position table and at most `generate_limit(folder)`
             tokens are generated, as `generate` does.
 
