@@ -17,7 +17,8 @@ zero-argument factory, runs them on example inputs and checks:
    `tf.function(jit_compile=True)`, `jax.jit`) matches the eager call; under
    PyTorch, which has no XLA compilation here, this check alone is skipped;
 6. a fresh layer built under `"mixed_float16"` and `"mixed_bfloat16"` returns
-   finite outputs in the compute dtype and keeps float32 variables.
+   finite outputs in the compute dtype and keeps float32 variables (under JAX,
+   the call compiled by `jax.jit`, as JAX runs a model).
 
 Check 1 runs under TensorFlow only: a config is Python, the same under every
 backend, and what a backend could change in it (the layer rebuilt from its
@@ -221,6 +222,16 @@ def check_jit_matches_eager(make_layer, inputs, rtol=1e-4, atol=1e-5):
     assert_outputs_close(compiled(tensors), eager, "jit_compile vs eager", rtol=rtol, atol=atol)
 
 
+def _mixed_precision_call(layer, inputs):
+    """The layer's outputs on the example inputs; under JAX, compiled by `jax.jit` (the layer
+    built symbolically first), as JAX trains and serves: called eagerly, JAX compiles each of
+    the call's operations on its own, again for each half-precision dtype."""
+    if backends.BACKEND != "jax":
+        return inputs.call(layer, inputs.tensors())
+    inputs.call(layer, inputs.symbolic())  # builds the weights outside the traced call
+    return backends.compiled(lambda tensors: inputs.call(layer, tensors))(inputs.tensors())
+
+
 def check_mixed_precision(make_layer, inputs, policies=("mixed_float16", "mixed_bfloat16")):
     for policy in policies:
         try:
@@ -228,7 +239,7 @@ def check_mixed_precision(make_layer, inputs, policies=("mixed_float16", "mixed_
             layer = make_layer()
             compute_dtype = keras.config.dtype_policy().compute_dtype
             assert layer.compute_dtype == compute_dtype, f"{policy}: layer ignores the policy"
-            outputs = keras.tree.flatten(inputs.call(layer, inputs.tensors()))
+            outputs = keras.tree.flatten(_mixed_precision_call(layer, inputs))
             for i, out in enumerate(outputs):
                 if not _is_float(out):
                     continue

@@ -150,8 +150,9 @@ def test_in_a_fresh_interpreter_import_zoo_is_enough_for_old_files_and_old_names
     assert result.stdout.strip().endswith("ok")
 
 
-# `zoo.a.b`, `keras_attention.a.b` or `ka.a.b` (`import keras_attention as ka`) in the manual.
-DOTTED = re.compile(r"\b(zoo|keras_attention|ka)((?:\.[A-Za-z_]\w*)+)")
+# `zoo.a.b`, `keras_attention.a.b` or `ka.a.b` (`import keras_attention as ka`) in the manual;
+# not a file name such as `.zoo.lock` or `runs/zoo.log`.
+DOTTED = re.compile(r"(?<![./\w-])(zoo|keras_attention|ka)((?:\.[A-Za-z_]\w*)+)")
 
 
 def documented_names():
