@@ -14,6 +14,10 @@ from keras_attention.checks import ArgumentError
 
 if keras.backend.backend() == "tensorflow":
     import tensorflow as tf
+elif keras.backend.backend() == "jax":
+    import jax
+elif keras.backend.backend() == "torch":
+    import torch
 
 
 class BackendError(ArgumentError):
@@ -27,6 +31,19 @@ def backend():
 
 def is_tensorflow():
     return backend() == "tensorflow"
+
+
+def has_gpu():
+    """Whether the backend computes on a GPU: TensorFlow's logical GPUs, JAX's default
+    devices, PyTorch's CUDA (each asked through its own backend, never through TensorFlow)."""
+    name = backend()
+    if name == "tensorflow":
+        return bool(tf.config.list_logical_devices("GPU"))
+    if name == "jax":
+        return any(device.platform == "gpu" for device in jax.devices())
+    if name == "torch":
+        return torch.cuda.is_available()
+    return False
 
 
 def require_tensorflow(feature, alternative=None):

@@ -123,6 +123,19 @@ def test_fit_trains_three_epochs_on_numpy_arrays(name):
     assert len(losses) == 3 and np.all(np.isfinite(losses)), losses
 
 
+def test_the_gpu_check_asks_the_backend_in_use():
+    """`has_gpu` (float16 or bfloat16 for `--mixed-precision auto`) asks the backend that
+    computes, not TensorFlow: it agrees with Keras' own device list for that backend."""
+    from keras_attention import backends
+
+    try:
+        devices = keras.distribution.list_devices()
+    except NotImplementedError:  # no keras.distribution on this backend
+        pytest.skip(f"keras.distribution.list_devices is not implemented on {BACKEND}")
+    expected = any(device.split(":")[0] in ("gpu", "cuda") for device in devices)
+    assert backends.has_gpu() is expected
+
+
 @pytest.mark.skipif(BACKEND == "tensorflow", reason="checks the refusals under JAX and PyTorch")
 def test_tensorflow_only_features_name_the_backend_they_need(tmp_path):
     from keras_attention.backends import BackendError

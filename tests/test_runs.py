@@ -470,13 +470,19 @@ def test_image_size_override_that_contradicts_the_data_is_refused(tmp_path):
                        overrides={"image_size": 32, "patch_size": 4}, quiet=True)
 
 
-def test_mixed_precision_policy_names(tmp_path):
+def test_mixed_precision_policy_names(tmp_path, monkeypatch):
     strategy = tf.distribute.get_strategy()
     assert options.resolve_mixed_precision(None, strategy) is None
     assert options.resolve_mixed_precision("bfloat16", strategy) == "mixed_bfloat16"
     assert options.resolve_mixed_precision("float16", strategy) == "mixed_float16"
     expected = "mixed_float16" if tf.config.list_logical_devices("GPU") else "mixed_bfloat16"
     assert options.resolve_mixed_precision("auto", strategy) == expected
+    # "auto" asks the backend in use (keras_attention.backends.has_gpu), not TensorFlow.
+    from keras_attention import backends
+
+    for gpu, policy in ((True, "mixed_float16"), (False, "mixed_bfloat16")):
+        monkeypatch.setattr(backends, "has_gpu", lambda gpu=gpu: gpu)
+        assert options.resolve_mixed_precision("auto", strategy) == policy
 
 
 def test_config_files_flat_run_config_and_best_config(tmp_path, numbers_run):

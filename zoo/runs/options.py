@@ -14,8 +14,7 @@ default and its help text (the CLI's `--help` shows the same words).
 import dataclasses
 import pathlib
 
-import tensorflow as tf
-
+from keras_attention import backends
 from keras_attention.checks import check_int, check_positive_int
 from zoo import distribute, files
 from zoo.errors import ZooError
@@ -185,7 +184,7 @@ def resolve_mixed_precision(mixed_precision, strategy):
     if mixed_precision in (True, "auto"):
         if distribute.default_policy(strategy):
             return distribute.default_policy(strategy)
-        return "mixed_float16" if tf.config.list_logical_devices("GPU") else "mixed_bfloat16"
+        return "mixed_float16" if backends.has_gpu() else "mixed_bfloat16"
     names = {"float16": "mixed_float16", "bfloat16": "mixed_bfloat16",
              "mixed_float16": "mixed_float16", "mixed_bfloat16": "mixed_bfloat16"}
     if mixed_precision not in names:
