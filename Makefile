@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Keep TensorFlow's C++ logging quiet in every target.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install data test test-jax test-torch test-deploy coverage demo bench lint
+.PHONY: install data test test-large test-jax test-torch test-deploy coverage demo bench lint
 
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
@@ -47,10 +47,17 @@ data:
 # One pytest worker per core (pytest-xdist), a test file per worker at a time, so that a
 # module's fixtures are built once; the files in the order tests/conftest.py gives them (the
 # longest first), not xdist's (the most tests first).
+# `make test` leaves out the tests marked `large` (pyproject.toml's markers: the end-to-end runs,
+# kills, served exports and benchmark smoke runs that cost 3 CPU-seconds or more each), which
+# `make test-large` runs; .ci/run runs both. The JAX pass of tests/test_backends.py is in `make test`.
 PYTEST_WORKERS ?= auto
+PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20
 test: $(VENV)/.installed data
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20
+	$(BIN)/python -m pytest $(PYTEST_ARGS) -m "not large"
+
+test-large: $(VENV)/.installed data
+	$(BIN)/python -m pytest $(PYTEST_ARGS) -m large
 
 # The tests that run under every Keras backend (tests/conftest.py's BACKEND_TEST_FILES), under
 # JAX (two host devices, for keras.distribution's DataParallel) and under PyTorch (needs torch:

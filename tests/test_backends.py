@@ -32,13 +32,11 @@ def _run_suite(backend, extra_env=None):
     return output
 
 
-@pytest.mark.slow
 def test_layer_library_and_families_under_jax():
     xla_flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
     _run_suite("jax", {"XLA_FLAGS": xla_flags.strip()})
 
 
-@pytest.mark.slow
 def test_layer_library_and_families_under_torch():
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed, so the layer tests did not run under it: "
@@ -47,7 +45,6 @@ def test_layer_library_and_families_under_torch():
     _run_suite("torch")
 
 
-@pytest.mark.slow
 def test_the_zoo_trains_on_jax_without_tensorflow_and_its_keras_file_loads_here(tmp_path):
     """`import zoo`, `zoo.list/describe/get` and `fit` with TensorFlow unimportable, under
     DataParallel with one device's losses; the `.keras` file loads under TensorFlow with its

@@ -7,7 +7,10 @@ time cap runs alone in its own process, as every point of a full run does.
 
 import json
 
+import pytest
 
+
+@pytest.mark.large
 def test_bench_complexity_quick_writes_table_json_and_picture(tmp_path, run_benchmark):
     picture, points = tmp_path / "complexity.png", tmp_path / "points.json"
     out = run_benchmark("bench_complexity.py", "--quick", "--output", picture, "--json", points)

@@ -1,6 +1,9 @@
 """The decoding benchmark runs end to end at tiny sizes and prints its table."""
 
+import pytest
 
+
+@pytest.mark.large
 def test_bench_decode_quick_prints_a_table(run_benchmark):
     out = run_benchmark("bench_decode.py", "--quick")
     assert "| batch | variant | tokens/s |" in out

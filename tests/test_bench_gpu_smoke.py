@@ -48,7 +48,7 @@ def test_flop_formulas_give_the_known_sizes(bench_gpu):
     assert not bench_gpu.out_of_memory(RuntimeError("INVALID_ARGUMENT: shapes"))
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_bench_gpu_dry_run_writes_the_json_and_the_table(tmp_path):
     pytest.importorskip("jax", reason="the dry run runs Keras on JAX: jax[cpu] is in the dev "
                         "extra (pip install -e '.[dev]')")

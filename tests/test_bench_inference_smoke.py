@@ -25,7 +25,7 @@ pytestmark = [
         "them with their translations, unless a minimal image drops them (a path-exclude of "
         "/usr/share/locale in /etc/dpkg/dpkg.cfg.d/; remove it, then apt-get install --reinstall "
         "coreutils)")),
-    pytest.mark.slow,
+    pytest.mark.large,
 ]
 ENGINES = ("zoo", "transformers", "ct2-float32")
 

@@ -17,7 +17,7 @@ pytestmark = [
         f"optional bench extra installs ({', '.join(MISSING)} missing): pip install -e '.[bench]' "
         "(torch 2.14 and torchvision 0.29; PyTorch's CPU build: pip install torch==2.14.* "
         "torchvision==0.29.* --index-url https://download.pytorch.org/whl/cpu first)")),
-    pytest.mark.slow,
+    pytest.mark.large,
 ]
 ENGINES = ("saved-model", "saved-model-jit", "timm", "onnxruntime")
 

@@ -1,6 +1,9 @@
 """The long-sequence attention benchmark runs end to end at tiny sizes and prints its tables."""
 
+import pytest
 
+
+@pytest.mark.large
 def test_bench_long_attention_quick_prints_both_tables(run_benchmark):
     out = run_benchmark("bench_long_attention.py", "--quick")
     assert "| n | full ms | chunked ms | keras ms | chunked/full (range) |" in out

@@ -4,11 +4,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+@pytest.mark.large
 def test_bench_serving_quick_serves_every_request(tmp_path, run_benchmark):
     out = run_benchmark("bench_serving.py", "--quick", "--json", tmp_path / "rows.json")
     assert "| export | threads | requests/s | sentences/s | p50 ms | p99 ms | failed |" in out

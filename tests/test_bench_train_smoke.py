@@ -14,7 +14,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train.py"
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_bench_train_quick_runs_and_prints_the_table():
     pytest.importorskip(
         "keras_hub", reason="needs keras-hub, in the optional bench extra: install it with "

@@ -12,6 +12,7 @@ TINY = ["num_encoder_layers=1", "num_decoder_layers=1", "d_model=16", "num_heads
         "intermediate_dim=32", "vocabulary_size=300", "max_length=16"]
 
 
+@pytest.mark.large
 @pytest.mark.skipif("es" not in catalogs.languages(), reason=(
     "needs the Spanish gettext catalogs of installed software (/usr/share/locale/es/LC_MESSAGES/"
     "*.mo), and this machine has none: packages bring them with their translations, unless a "

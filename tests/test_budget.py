@@ -272,6 +272,7 @@ class CopyAt(keras.callbacks.Callback):
             shutil.copytree(self.run_dir, self.to)
 
 
+@pytest.mark.large
 def test_a_budget_run_records_its_schedule_resumes_it_and_averages_its_snapshots(tmp_path):
     # The straight run leaves a copy of its directory as a kill after epoch 1 would.
     straight = _budget_run(tmp_path / "straight", callbacks=[
@@ -407,6 +408,7 @@ def test_a_short_budget_chooses_token_batches_and_no_dropout_where_the_user_chos
     assert long_time.reason == "max_steps 100 <= 5000"  # either short bound is enough
 
 
+@pytest.mark.large
 def test_a_short_budget_run_records_its_defaults_and_builds_with_them(tmp_path):
     result = runs.train("transformer-tiny", "numbers", tmp_path / "run", overrides=SMALL,
                         train_size=120, test_size=4, epochs=1, max_steps=3, verbose=0, quiet=True)
@@ -451,6 +453,7 @@ class StepChanges(keras.callbacks.Callback):
                                      in zip(self.model.trainable_weights, self.before)]))
 
 
+@pytest.mark.large
 def test_a_timed_run_trains_with_the_budget_schedule_not_the_step_it_timed(tmp_path):
     # Timing the step rate traces the training step with the family's own schedule (here
     # a warm-up of 4,000 steps); training must use the budget's: its first step at the peak
@@ -469,6 +472,7 @@ def test_a_timed_run_trains_with_the_budget_schedule_not_the_step_it_timed(tmp_p
     assert changes.changes[-1] < 0.25 * changes.changes[0], changes.changes
 
 
+@pytest.mark.large
 def test_a_budget_without_epochs_trains_until_the_budget_ends(tmp_path, capsys):
     # 19 training pairs in batches of 16: passes of a few steps, so 10 epochs (the default
     # without a budget) would end the run before its 35 steps.

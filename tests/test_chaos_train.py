@@ -24,7 +24,7 @@ from chaos_train import Kill  # noqa: E402
 STEPS, STEPS_PER_EPOCH = 8, 2
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_three_kills_keep_every_step_once_and_leave_no_partial_file(tmp_path):
     options = chaos_train.ChaosOptions(
         steps=STEPS, steps_per_epoch=STEPS_PER_EPOCH, kills=3, baselines=0, train_size=64,

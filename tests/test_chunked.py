@@ -375,6 +375,7 @@ def _peak_mib(run, q, k, v):
     return (tf.config.experimental.get_memory_info("CPU:0")["peak"] - held) / 2**20
 
 
+@pytest.mark.large
 @pytest.mark.tensorflow_only
 def test_eager_calls_under_a_tape_keep_the_memory_bound_of_tf_function(rng):
     """n = 4,096 keys in chunks of 1,024 under a `GradientTape`: the eager call's peak memory

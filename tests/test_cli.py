@@ -154,6 +154,7 @@ def entry_point():
     return result, user_error, reported, raised
 
 
+@pytest.mark.large
 def test_user_errors_from_the_real_entry_point(entry_point):
     result, user_error, _, _ = entry_point
     first = result.stdout.splitlines()[0]
@@ -255,6 +256,7 @@ def test_help_has_an_example():
 # numbers` and `zoo export`, run once per session through `zoo.cli.main`, their output kept.
 
 
+@pytest.mark.large
 def test_train_prints_progress_and_a_summary(numbers_run):
     out, run_dir = numbers_run.stdout, numbers_run.run_dir
     assert "Learning a shared SentencePiece vocabulary" in out
@@ -270,6 +272,7 @@ def test_train_prints_progress_and_a_summary(numbers_run):
     assert config["overrides"] == numbers_run.overrides  # each --set, with its type
 
 
+@pytest.mark.large
 def test_evaluate_reports_exact_match_and_bleu(numbers_run, tmp_path):
     shutil.copytree(numbers_run.run_dir, tmp_path / "run")  # evaluate writes metrics.json
     result = run_main("evaluate", tmp_path / "run", "--beam-size", 2, "--json")
@@ -281,6 +284,7 @@ def test_evaluate_reports_exact_match_and_bleu(numbers_run, tmp_path):
     assert json.loads((tmp_path / "run/metrics.json").read_text())["beam"] == metrics["beam"]
 
 
+@pytest.mark.large
 def test_export_then_predict_with_the_saved_model_matches_the_run(numbers_run, numbers_export):
     run_dir, saved = numbers_run.run_dir, numbers_export.saved_models
     assert (saved / "1/saved_model.pb").is_file()
@@ -306,6 +310,7 @@ def test_export_then_predict_with_the_saved_model_matches_the_run(numbers_run, n
 # === Images end to end ===
 
 
+@pytest.mark.large
 def test_vit_on_fashion_mnist_train_evaluate_predict(fashion_run, tmp_path):
     """`fashion_run` (tests/conftest.py): `zoo train vit-tiny --data fashion-mnist --data-dir DIR
     --epochs 2 --max-steps 4 --batch-size 32 --val-ratio 0 --set ...`, once per session."""
@@ -349,6 +354,7 @@ def test_vit_on_fashion_mnist_train_evaluate_predict(fashion_run, tmp_path):
 # === Resume after SIGKILL ===
 
 
+@pytest.mark.large
 def test_resume_after_sigkill_mid_epoch(tmp_path):
     # Epochs of 10 steps (two passes of 19 steps are 4 epochs) and a budget of 40 steps: a
     # kill loses at most the steps since the last epoch's backup, and the resumed run
@@ -415,7 +421,7 @@ def test_resume_after_sigkill_mid_epoch(tmp_path):
 # === The main job ===
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_demo_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
     from zoo.runs import demo
 
@@ -463,6 +469,7 @@ def test_fashion_mnist_without_files_or_network_is_one_line(
     assert not out.exists()
 
 
+@pytest.mark.large
 def test_predict_answers_the_good_images_and_names_each_bad_one(tmp_path):
     """One bad image among good ones: one line per bad file, the good ones answered, exit 1;
     for a run directory and for its SavedModel alike."""
@@ -491,6 +498,7 @@ def test_predict_answers_the_good_images_and_names_each_bad_one(tmp_path):
         assert len(answers[0]["classes"]) == 3 and "error" in answers[1]
 
 
+@pytest.mark.large
 def test_fine_tune_a_pretrained_vit_file_then_export_and_predict(tmp_path):
     """`zoo train NAME --weights FILE --data images:DIR`: the file's architecture, input
     statistics and fine-tuning recipe, a new head for the data's classes; then export."""
@@ -521,6 +529,7 @@ def test_fine_tune_a_pretrained_vit_file_then_export_and_predict(tmp_path):
     assert {name for name, _ in json.loads(answer.out)[0]["classes"]} == {"cats", "dogs"}
 
 
+@pytest.mark.large
 def test_import_an_opus_mt_folder_then_translate(tmp_path):
     folder = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
     references = json.loads((folder / "references.json").read_text())

@@ -26,6 +26,7 @@ def convs2s_run(tmp_path):
     return pathlib.Path(shutil.copytree(FIXTURES / "run_v2_convs2s", tmp_path / "b"))
 
 
+@pytest.mark.large
 def test_evaluate_confidence_adds_bootstrap_intervals(transformer_run):
     code, out, err = run_main("evaluate", transformer_run, "--beam-size", 1,
                               "--confidence", 50)
@@ -44,6 +45,7 @@ def test_evaluate_confidence_adds_bootstrap_intervals(transformer_run):
     assert greedy["chrf"] == pytest.approx(scores.chrf(hypotheses, references))
 
 
+@pytest.mark.large
 def test_compare_two_runs_on_the_same_pairs(transformer_run, convs2s_run):
     code, out, err = run_main("compare", transformer_run, convs2s_run, "--beam-size", 1,
                               "--samples", 50, "--json")

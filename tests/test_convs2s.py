@@ -299,6 +299,7 @@ def test_decoding_stays_within_the_learned_positions(model, use_cache):
         decode.beam_search(model, SOURCE, beam_size=2)
 
 
+@pytest.mark.large
 def test_decoding_past_the_learned_positions_raises_with_dynamic_shapes(model):
     """Source length unknown when traced: the width (S + 50 by default, or a tensor
     `max_length`) is checked when the graph runs, and under XLA, which drops asserts,
@@ -383,6 +384,7 @@ def test_beam_search_scores_are_length_penalised_log_probabilities(model):
 # === Export, served in a fresh process ===
 
 
+@pytest.mark.large
 def test_export_serves_what_decoding_gives(tmp_path):
     corpus = ["one two three four", "five six seven", "eight nine ten eleven twelve"]
     tokenizer = text.WordPieceTokenizer.from_corpus(corpus, 60, min_frequency=1)

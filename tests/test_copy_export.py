@@ -35,6 +35,7 @@ def copying_export(tmp_path_factory):
     return model, tokenizer, path
 
 
+@pytest.mark.large
 def test_the_savedmodel_writes_the_copied_text(copying_export):
     model, tokenizer, path = copying_export
     loaded = tf.saved_model.load(str(path))
@@ -47,6 +48,7 @@ def test_the_savedmodel_writes_the_copied_text(copying_export):
     assert (tokens[1] < size).all()
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("signature", ["greedy", "serving_default"])
 def test_the_savedmodel_decodes_as_in_process(copying_export, signature):
     model, tokenizer, path = copying_export
@@ -66,6 +68,7 @@ def test_the_savedmodel_decodes_as_in_process(copying_export, signature):
     assert out["translation"].numpy().tolist() == expected.tolist()
 
 
+@pytest.mark.large
 def test_the_savedmodel_samples_copies_too(copying_export):
     model, tokenizer, path = copying_export
     loaded = tf.saved_model.load(str(path))
@@ -85,6 +88,7 @@ def test_the_savedmodel_samples_copies_too(copying_export):
     assert "QZX" in out["translation"].numpy()[0].decode()
 
 
+@pytest.mark.large
 def test_zoo_train_evaluate_predict_and_export_a_copying_model(tmp_path, capsys):
     """`--set copy=true` end to end through the CLI: the run trains on the copy pipeline,
     evaluates, samples, and its SavedModel translates as `zoo predict` does."""

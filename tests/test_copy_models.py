@@ -124,6 +124,7 @@ def test_coverage_enters_the_energy_and_accumulates():
                                atol=1e-5)
 
 
+@pytest.mark.large
 def test_decoding_cached_uncached_and_scored(model):
     model.get_layer("pointer_generator").switch_bias.assign([-1.0])  # copies often
     source = {"source": SOURCE, "source_extended": EXTENDED}
@@ -180,6 +181,7 @@ def test_copy_configs_are_checked():
         zoo.config("seq2seq-bahdanau-small", coverage_weight=-1.0)
 
 
+@pytest.mark.large
 def test_the_copy_step_is_traceable_under_xla(model):
     source = {"source": tf.constant(SOURCE), "source_extended": tf.constant(EXTENDED)}
     plain = decode.greedy_decode(model, source, max_length=6).numpy()
@@ -187,6 +189,7 @@ def test_the_copy_step_is_traceable_under_xla(model):
     np.testing.assert_array_equal(compiled, plain)
 
 
+@pytest.mark.large
 def test_sampling_a_copying_model_draws_from_its_mixture(model):
     """The first sampled token of many copies of one source follows the model's own
     `P(w)` over the extended vocabulary (copies included), and top-k 1 is greedy."""

@@ -253,6 +253,7 @@ def test_beam_size_one_is_greedy_and_scores_match_numpy(kind, models, rng):
 
 
 # Each model once, graph or XLA: the scoring lines are the same for every model.
+@pytest.mark.large
 @pytest.mark.parametrize(
     "kind, jit_compile",
     [("pre_norm_untied_learned", False), ("gru", True), ("location", False)],
@@ -332,6 +333,7 @@ def test_wide_beam_finds_the_best_hypothesis(alpha, rng):
 
 # A Transformer and an RNN whose state carries more than its cell (α_{t-1}); the other
 # models share these lines (their cached steps are checked in test_cached_step_logits_...).
+@pytest.mark.large
 @pytest.mark.parametrize("kind", ["post_norm_tied", "location"])
 def test_padded_batch_decodes_each_row_as_alone(kind, models, rng):
     """Rows of different lengths in one padded batch (encoder outputs repeated per
@@ -350,6 +352,7 @@ def test_padded_batch_decodes_each_row_as_alone(kind, models, rng):
         np.testing.assert_allclose(scores[row], alone_score[0], atol=1e-5)
 
 
+@pytest.mark.large
 def test_decoding_inside_tf_function_with_symbolic_source(models, rng):
     model = models["post_norm_tied"]
     source = padded_source(rng, SOURCE_LENGTHS)
@@ -369,6 +372,7 @@ def test_decoding_inside_tf_function_with_symbolic_source(models, rng):
     np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
 
 
+@pytest.mark.large
 def test_transformer_decoding_under_xla(models, rng):
     model = models["pre_norm_untied_learned"]
     source = tf.constant(padded_source(rng, SOURCE_LENGTHS))
@@ -394,6 +398,7 @@ def test_transformer_decoding_under_xla(models, rng):
     )
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("kind", ["post_norm_tied", "lstm"])
 def test_loaded_model_decodes_the_same(kind, models, rng, tmp_path):
     model = models[kind]
@@ -472,6 +477,7 @@ def test_learned_positions_hold_with_dynamic_shapes(models, rng):
         greedy(source, tf.constant(65))
 
 
+@pytest.mark.large
 def test_decoding_graphs_use_no_xla_only_ops(models):
     """TF Serving disables the XLA JIT on CPU, and ops such as XlaDynamicUpdateSlice
     (what `keras.ops.slice_update` becomes) need it even outside `jit_compile`."""

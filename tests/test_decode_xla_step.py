@@ -10,6 +10,7 @@ over the whole buffer, no bias or kernel reshape fused into a one-row product.""
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import zoo
@@ -118,6 +119,7 @@ def test_add_bias_under_xla_equals_the_plain_add_and_keeps_the_product_unfused(r
     assert OUTPUT_FUSION in _optimized_hlo(logits_of(lambda a, b: a + b), x)  # what it avoids
 
 
+@pytest.mark.large
 def test_a_batch_one_transformer_decode_under_xla_fuses_no_bias_and_no_kernel_into_a_product(rng):
     # Biases in every projection, the feed-forward layers and Marian's final logits bias.
     model = zoo.get("transformer-tiny", compile=False, num_encoder_layers=1, num_decoder_layers=2,

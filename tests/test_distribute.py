@@ -50,6 +50,7 @@ def _tail(path, lines=40):
 # === MirroredStrategy on 2 logical CPUs ===
 
 
+@pytest.mark.large
 def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
     out = tmp_path / "mirrored.npz"
     result = subprocess.run(
@@ -174,6 +175,7 @@ def _wait(process, deadline, output):
         pytest.fail(f"pid {process.pid} still running after its deadline:\n{_tail(output)}")
 
 
+@pytest.mark.large
 def test_multiworker_readme_commands_kill_a_worker_and_resume(tmp_path, processes):
     commands = readme_two_worker_commands()
     assert len(commands) == 2

@@ -143,6 +143,7 @@ def two_commands(tmp_path_factory):
     return {run["name"]: dict(run, out=base / run["name"]) for run in runs}
 
 
+@pytest.mark.large
 def test_train_with_jit_on_two_cpu_replicas_is_a_one_line_error(two_commands):
     """What TensorFlow would do at the first step (a traceback, or an abort under
     MultiWorkerMirroredStrategy) is refused before the data is loaded."""

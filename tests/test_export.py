@@ -33,6 +33,9 @@ from zoo import decode, text
 from zoo.datasets import pipeline
 from zoo.export import translation_module
 
+# `make test-large` (every test here uses the module's exports and their one serving process).
+pytestmark = pytest.mark.large
+
 SEED = 1234
 START, END = 2, 3
 MAX_LENGTH = 10

@@ -23,6 +23,9 @@ import tensorflow_text
 import zoo
 from zoo.text.sentencepiece import SentencePieceTokenizer
 
+# `make test-large` (the exports attacked here and their serving processes).
+pytestmark = pytest.mark.large
+
 MAX_LENGTH = 12
 SCRIPT = pathlib.Path(__file__).resolve().parent / "serve_attacks.py"
 SPANISH = ["hola mundo", "una frase corta.", "frase número 7.", "el gato y el perro"] * 10

@@ -31,6 +31,9 @@ from zoo.export import warmup as export_warmup
 from zoo.runs.rundir import load_tokenizers
 from zoo.text.ids import encode_sources
 
+# `make test-large` (XLA exports compiled per bucket, and a serving process).
+pytestmark = pytest.mark.large
+
 MAX_LENGTH = 64  # buckets 8, 16, 32, 64
 WORDS = [f"w{index}" for index in range(40)]
 # 50 sentences of 50 lengths: 1..50 words, one token each, + [END] = 2..51 source tokens.
@@ -116,7 +119,6 @@ def test_bucket_padding_changes_no_decoded_token(tiny, max_length):
             np.testing.assert_array_equal(batched[index], np.concatenate([alone, tail]))
 
 
-@pytest.mark.slow  # about 20 s: a fresh process and 4 XLA compilations
 def test_xla_export_compiles_once_per_bucket(tiny, tmp_path):
     model, tokenizer = tiny
     path = zoo.export(model, tmp_path / "xla", tokenizer=tokenizer, jit_compile=True)

@@ -36,7 +36,7 @@ pytestmark = [
         "the LiteRT, ONNX, OpenVINO and CTranslate2 parity checks run under `make test-deploy`, "
         "which installs the optional deploy extra (pip install -e '.[deploy]') and sets "
         "ZOO_DEPLOY_TESTS=1")),
-    pytest.mark.slow,
+    pytest.mark.large,
 ]
 needs_vit_runtimes = pytest.mark.skipif(bool(MISSING), reason=(
     f"needs the optional deploy extra ({', '.join(MISSING)} missing): make test-deploy, or "

@@ -67,6 +67,7 @@ def test_a_missing_converter_says_how_to_install_it(monkeypatch, tmp_path):
     assert "make test-deploy" in str(raised.value) and not (tmp_path / "onnx").exists()
 
 
+@pytest.mark.large
 def test_litert_export_layout_metadata_and_outputs(tmp_path):
     """The CLI on the committed ViT run: a version directory with model.tflite and its
     metadata, uint8 in and the SavedModel's probabilities out (TensorFlow's interpreter), one

@@ -4,6 +4,7 @@ the SavedModel, and the outputs are the model's own."""
 import pathlib
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
@@ -20,6 +21,7 @@ def must_compile(export_path):
     return any("_XlaMustCompile" in a and a["_XlaMustCompile"].b for a in attrs)
 
 
+@pytest.mark.large
 def test_vit_jit_export_runs_the_model_under_xla_with_its_outputs(tmp_path):
     vit = zoo.get("vit-tiny", compile=False, image_size=8, channels=3, patch_size=4, num_layers=1,
                   num_classes=4)

@@ -40,6 +40,7 @@ def source_ids(tokenizer, texts, max_length):
     return source
 
 
+@pytest.mark.large
 def test_int8_translation_export_serves_the_quantized_model(numbers_run, tmp_path):
     code, _, err = run_main("export", numbers_run.run_dir, "--to", tmp_path / "int8",
                             "--quantize", "int8")
@@ -65,6 +66,7 @@ def test_int8_translation_export_serves_the_quantized_model(numbers_run, tmp_pat
     np.testing.assert_array_equal(xla.numpy(), expected)
 
 
+@pytest.mark.large
 def test_int8_vit_export_is_close_to_the_float_model_and_runs_under_xla(tmp_path):
     vit = zoo.get("vit-tiny", compile=False, image_size=8, channels=3, patch_size=4, num_layers=1,
                   num_classes=4)
@@ -80,6 +82,7 @@ def test_int8_vit_export_is_close_to_the_float_model_and_runs_under_xla(tmp_path
         np.testing.assert_allclose(outputs["probabilities"].numpy(), quantized, atol=1e-5)
 
 
+@pytest.mark.large
 def test_zoo_import_quantizes_an_opus_mt_folder(tmp_path):
     folder = pathlib.Path(__file__).parent / "fixtures" / "marian_tiny"
     references = json.loads((folder / "references.json").read_text())
@@ -94,6 +97,7 @@ def test_zoo_import_quantizes_an_opus_mt_folder(tmp_path):
     assert served["tokens"].shape[0] == 2
 
 
+@pytest.mark.large
 def test_bench_int8_quality_scores_what_zoo_evaluate_scores(numbers_run, run_benchmark):
     """The float export's greedy BLEU in the benchmark's table is `zoo evaluate`'s greedy BLEU
     on the same test pairs (the exports decode what in-process decoding gives)."""

@@ -476,6 +476,7 @@ def ws(numbers_run, numbers_export, started, holder, tmp_path):
     return workspace(numbers_run, numbers_export, tmp_path)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("cell", MATRIX, ids=lambda cell: cell.id)
 def test_cell(cell, ws, monkeypatch):
     argv = cell.args(ws)
@@ -590,6 +591,7 @@ def subprocess_outcomes(started):
             for index, (cell, ws, before, *_) in enumerate(prepared)]
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("index", range(len(SUBPROCESS_CELLS)),
                          ids=[cell.id for cell, _ in SUBPROCESS_CELLS])
 def test_subprocess_cell(index, subprocess_outcomes):
@@ -616,6 +618,7 @@ def small_tmpfs(path, size="6m"):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+@pytest.mark.large
 def test_a_real_full_disk(numbers_run, tmp_path):
     cell = TMPFS_CELL
     with small_tmpfs(tmp_path / "tmpfs") as disk:
@@ -628,6 +631,7 @@ def test_a_real_full_disk(numbers_run, tmp_path):
         check_outcome(cell, code, err, disk, before)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("index", range(len(STALE_CELLS)),
                          ids=[cell.id for _, cell in STALE_CELLS])
 def test_stale_lock_cell(index, subprocess_outcomes):

@@ -1132,6 +1132,7 @@ def test_bad_ranks_raise(call, match):
 # === Learning works ===
 
 
+@pytest.mark.large
 def test_tiny_transformer_learns_to_copy():
     """Encoder-decoder with one tied embedding overfits one batch of a copy task."""
     vocabulary, length, width, batch = 10, 6, 32, 16

@@ -143,6 +143,7 @@ def test_every_module_is_at_most_400_lines():
     assert {path: count for path, count in lines.items() if count > MAX_MODULE_LINES} == {}
 
 
+@pytest.mark.large
 def test_import_zoo_leaves_the_heavy_optional_packages_unloaded():
     """`import zoo` (and `zoo list`) loads keras-tuner, tensorflow-text, sentencepiece,
     safetensors, TF Serving's protos and sacrebleu only when a command needs them.

@@ -118,6 +118,7 @@ def test_cached_step_logits_match_full_model(model):
         np.testing.assert_allclose(logits, expected[:, t], atol=2e-4, rtol=1e-4)
 
 
+@pytest.mark.large
 def test_cached_decoding_equals_uncached_also_under_xla(model):
     source = _source(np.random.default_rng(3))
     cached = decode.greedy_decode(model, source, max_length=8).numpy()
@@ -138,6 +139,7 @@ def test_cached_decoding_equals_uncached_also_under_xla(model):
     np.testing.assert_allclose(xla_scores, scores, atol=1e-5)
 
 
+@pytest.mark.large
 def test_saved_keras_model_and_export_decode_the_same(model, tmp_path):
     from zoo import text
 

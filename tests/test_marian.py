@@ -265,7 +265,7 @@ def test_bad_folders_are_refused_in_one_line(tmp_path, edit, remove, error, mess
 # === The SavedModel, in a process without our code ===
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_export_serves_the_reference_strings(opus_export, references):
     path, report = opus_export
     metadata = json.loads((path / "assets.extra" / "zoo_export.json").read_text())
@@ -318,7 +318,7 @@ def test_generate_limit_reads_the_folders_max_length(tmp_path):
         marian.generate_limit(folder_copy(tmp_path / "bad", {"max_length": 1}))
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_import_stops_where_generate_stops_when_greedy_never_ends(tmp_path, monkeypatch):
     """A folder whose </s> never wins (bias -1e4): generate(max_length=64) returns the start
     token, 62 tokens and the forced </s> (the semantics above; no recorded output)."""
@@ -369,7 +369,7 @@ def opus_export(tmp_path_factory, references):
     return path, pickle.loads((tmp / "report.pkl").read_bytes())
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_zoo_import_returns_generates_beam_at_its_max_length(opus_export, references):
     """generation_config.json's max_length 31 = the references' 1 + max_new_tokens: `zoo
     import`'s defaults give transformers' recorded beam rows, 29 tokens + </s> at the limit."""
@@ -464,6 +464,7 @@ def fine_tuned(tmp_path_factory, fine_tuning):
     return out, resumed, start.weights, after_epoch_1
 
 
+@pytest.mark.large
 def test_fine_tuning_run_starts_from_the_reference_and_resumes(fine_tuned, fine_tuning):
     from zoo import runs
 
@@ -494,6 +495,7 @@ def test_fine_tuning_run_starts_from_the_reference_and_resumes(fine_tuned, fine_
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.large
 def test_fine_tuned_run_evaluates_predicts_and_exports(fine_tuned, fine_tuning, references,
                                                        tmp_path):
     from zoo import runs

@@ -433,6 +433,7 @@ def test_parameter_counts_match_the_configs(models):
         - additive == 8 + 2 + 64 + 128 + 16
 
 
+@pytest.mark.large
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("attention", ["monotonic", "mocha"])
 def test_cached_steps_and_greedy_match_the_full_model(attention, models):
@@ -487,6 +488,7 @@ def trained_mocha():
     return model, losses, source, inputs
 
 
+@pytest.mark.large
 def test_rnnsearch_trains_and_round_trips(trained_mocha, tmp_path):
     """Three training steps lower the loss; the `.keras` file loads back as MoChA with the
     same outputs."""
@@ -522,6 +524,7 @@ def test_decoder_config_round_trip_and_old_configs():
         zoo.config("seq2seq-bahdanau-small", attention="mocha", mocha_chunk_size=0)
 
 
+@pytest.mark.large
 @pytest.mark.tensorflow_only
 def test_export_serves_what_decoding_gives(models, tmp_path):
     """The SavedModel of a MoChA RNNsearch: its beam and greedy signatures equal in-process

@@ -139,6 +139,7 @@ print("ok")
 """
 
 
+@pytest.mark.large
 def test_in_a_fresh_interpreter_import_zoo_is_enough_for_old_files_and_old_names():
     """Old names imported before their new modules (`zoo.plot_attention` and others that
     `import zoo` leaves to first use) are those modules; `import zoo` alone registers every

@@ -149,6 +149,7 @@ def test_drop_remainder(data, tokenizers):
     assert int(dataset.cardinality()) == -(-len(data.train_pairs) // 64)
 
 
+@pytest.mark.large
 def test_deterministic_with_a_seed(data, tokenizers):
     def epochs(seed, count=1, bucket_boundaries=None):
         tf.random.set_seed(1)

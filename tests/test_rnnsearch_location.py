@@ -109,6 +109,7 @@ def test_location_model_round_trips_through_keras_files(model, tmp_path):
     assert loaded.get_layer("decoder").attention_type == "location"
 
 
+@pytest.mark.large
 def test_export_serves_what_decoding_gives(model, tmp_path):
     """`zoo.export` of a location-aware RNNsearch: the SavedModel's beam search and greedy
     signatures equal in-process decoding."""

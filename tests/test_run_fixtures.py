@@ -76,6 +76,7 @@ def test_v1_keras_file_with_the_augmentation_layers_loads_and_gives_the_same_out
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.large
 def test_v1_transformer_run_evaluates_exports_and_predicts(transformer_run, tmp_path):
     code, out, err = run_main("evaluate", transformer_run, "--beam-size", 2, "--json")
     assert code == 0, err
@@ -91,6 +92,7 @@ def test_v1_transformer_run_evaluates_exports_and_predicts(transformer_run, tmp_
     assert json.loads(out)[0]["input"] == "elf"
 
 
+@pytest.mark.large
 def test_v1_transformer_run_resumes_at_its_second_epoch(transformer_run):
     code, out, err = run_main("train", "transformer-tiny", "--out", transformer_run)
     assert code == 0, err
@@ -131,6 +133,7 @@ def test_v2_keras_file_loads_and_gives_the_same_outputs(family):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.large
 def test_v2_run_evaluates_exports_and_predicts_as_its_saved_model(v2_run, tmp_path):
     _, run = v2_run
     code, out, err = run_main("evaluate", run, "--beam-size", 2, "--json")
@@ -151,6 +154,7 @@ def test_v2_run_evaluates_exports_and_predicts_as_its_saved_model(v2_run, tmp_pa
     assert [row["translation"] for row in json.loads(out)] == [row["translation"] for row in from_run]
 
 
+@pytest.mark.large
 def test_v2_run_resumes_at_its_second_epoch(v2_run):
     name, run = v2_run
     first_epoch = (run / "history.csv").read_text().splitlines()[:2]

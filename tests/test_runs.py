@@ -124,6 +124,7 @@ def _fit(model, run_dir, epochs, extra=()):
     return backup
 
 
+@pytest.mark.large
 def test_interrupted_and_resumed_training_equals_an_uninterrupted_one(tmp_path):
     straight = _dense_model()
     _fit(straight, tmp_path / "straight", epochs=6)
@@ -250,6 +251,7 @@ class DieAtTrainEnd(keras.callbacks.Callback):
         raise KeyboardInterrupt
 
 
+@pytest.mark.large
 def test_train_is_deterministic_and_a_kill_after_the_last_epoch_loses_nothing(
     numbers_run, tmp_path
 ):
@@ -318,6 +320,7 @@ def test_train_rejects_bad_arguments_before_any_work(kwargs, message, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.large
 def test_load_run_translate_and_evaluate_agree_with_the_decoder(numbers_run, tmp_path):
     out = tmp_path / "run"  # evaluate writes metrics.json into it
     shutil.copytree(numbers_run.run_dir, out)

@@ -94,6 +94,7 @@ def test_the_data_seed_decides_the_split_and_earlier_runs_keep_their_training_se
     assert data.test_pairs == test_pairs(dict(saved["data"]["options"], data_seed=5))
 
 
+@pytest.mark.large
 def test_a_run_with_token_batches_records_them_and_image_runs_refuse_them(tmp_path, capsys):
     from zoo import runs
 

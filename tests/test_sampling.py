@@ -201,6 +201,7 @@ def test_top_k_never_emits_a_token_outside_the_k_best(models):
     assert ranks(model, source, unfiltered.numpy()).max() > 2
 
 
+@pytest.mark.large
 def test_padding_is_never_sampled_and_rows_keep_the_layout(models, source):
     for name, model in models.items():
         tokens, scores = decode.sample(model, source, temperature=5.0, seed=3, max_length=20,
@@ -223,6 +224,7 @@ def test_padding_is_never_sampled_and_rows_keep_the_layout(models, source):
 # === Greedy as T -> 0, seeds, caches, XLA ===
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("family", ["transformer", "gru", "location", "convs2s"])
 def test_each_family_samples_with_its_cache_and_under_xla(models, source, family):
     model = models[family]
@@ -310,7 +312,7 @@ def sample_inputs(seed, temperature=1.0, top_k=0, top_p=1.0):
             "top_k": np.array(top_k, np.int32), "top_p": np.array(top_p, np.float32)}
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_sample_signature_gives_the_same_output_in_a_fresh_process(numbers_run, numbers_export,
                                                                      tmp_path):
     path = numbers_export.saved_models / "1"
@@ -345,7 +347,7 @@ def test_sample_signature_gives_the_same_output_in_a_fresh_process(numbers_run, 
     assert "temperature" in served["bad"]["message"]
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_predict_samples_from_the_run_and_the_export_alike(numbers_run, numbers_export):
     options = ["--sample", "--temperature", 1.5, "--top-k", 5, "--top-p", 0.95, "--seed", 7,
                "--json"]

@@ -133,6 +133,7 @@ def test_bad_model_files_are_one_line(tmp_path):
         train_sentencepiece_model(CORPUS, 20)
 
 
+@pytest.mark.large
 def test_a_saved_model_serves_it_in_a_process_without_our_code(tokenizer, tmp_path):
     module = tf.Module()
     module.tokenizer = tokenizer

@@ -20,6 +20,7 @@ def serving_soak(monkeypatch):
     return serving_soak
 
 
+@pytest.mark.large
 def test_twenty_second_soak_answers_everything_and_measures_growth(tmp_path, run_benchmark,
                                                                   serving_soak):
     out = run_benchmark("bench_serving.py", "--quick", "--soak", 1 / 3, "--interval", 2,

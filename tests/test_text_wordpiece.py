@@ -30,6 +30,7 @@ def to_str(tensor):
 # === Tokenize / detokenize ===
 
 
+@pytest.mark.large
 def test_round_trip_on_numbers_is_exact(numbers_data, german, english):
     for tokenizer, sentences in (
         (german, numbers_data.test_sources),
@@ -193,6 +194,7 @@ def test_save_and_load(tmp_path, german, numbers_data):
         text.WordPieceTokenizer.load(tmp_path / "nothing-here")
 
 
+@pytest.mark.large
 def test_saved_model_loads_in_a_fresh_process_without_our_code(tmp_path, english):
     path = tmp_path / "tokenizer_savedmodel"
     tf.saved_model.save(english, str(path))

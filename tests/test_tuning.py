@@ -172,6 +172,7 @@ def _sample_configs(hypermodel, count, seed=0):
 # === A random search on every family ===
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_random_search_best_config_rebuilds_the_best_model(name, rng, tmp_path):
     """One trial per family: the family's hypermodel builds, fits and is rebuilt from
@@ -570,6 +571,7 @@ def _zoo(capsys, monkeypatch, *args):
     return exit_.value.code, captured.out, captured.err
 
 
+@pytest.mark.large
 def test_cli_tune_writes_a_best_config_that_zoo_get_accepts(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
     code, out, err = _zoo(

@@ -54,7 +54,7 @@ def test_tutorial_is_a_jupytext_percent_notebook(name):
     assert kinds.count("code") >= 3 and kinds.count("markdown") >= 3
 
 
-@pytest.mark.slow
+@pytest.mark.large
 @pytest.mark.parametrize("name", sorted(PICTURES))
 def test_tutorial_runs_in_smoke_mode_and_draws_its_pictures(name, tmp_path, monkeypatch):
     out = tmp_path / "images"

@@ -276,6 +276,7 @@ def test_fine_tuning_recipe_and_user_overrides():
     assert probe["learning_rate"] == vit_checkpoints.LINEAR_PROBE_LEARNING_RATE
 
 
+@pytest.mark.large
 def test_frozen_backbone_trains_only_the_head(seed, tmp_path):
     model = zoo.get("vit-ti16", weights=str(FIXTURES / "timm_cls.safetensors"),
                     trainable_backbone=False, warmup_steps=0, **TINY)
@@ -468,6 +469,7 @@ def _exported_vit(source, directory):
     return zoo.export(exported, directory / "saved_model", top_k=5), expected
 
 
+@pytest.mark.large
 def test_export_of_a_converted_vit_serves_images_and_image_bytes(tmp_path, seed):
     """Each converted ViT (Google's npz; Hugging Face's through a `.keras` file) served by one
     process without our code, from images and from PNG bytes."""

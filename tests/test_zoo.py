@@ -108,7 +108,7 @@ def test_built_count_matches_analytic(name):
     _check_built_count(name)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 @pytest.mark.parametrize("name", BUILT_SLOW)
 def test_built_count_matches_analytic_larger(name):
     _check_built_count(name)
@@ -307,6 +307,7 @@ def test_overfits_one_batch(name):
     assert after["loss"] <= 0.1 * before, (before, after)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("name", sorted(FAMILIES.values()))
 def test_builds_and_trains_under_mirrored_strategy(name):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
@@ -441,6 +442,7 @@ def _fit_and_reload(model, images, labels, tmp_path):
     return loaded
 
 
+@pytest.mark.large
 def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     overrides = trainable("vit-tiny") | dict(shifted_patches=True, random_erasing=0.5,
                                                random_translation=0.1, random_flip=True,
@@ -459,6 +461,7 @@ def test_vit_shifted_patches_and_erasing_count_train_and_round_trip(tmp_path):
     assert len(blocks) == overrides["num_layers"]
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("pooling", ["gap", "seq"])
 def test_vit_pooling_without_class_token_counts_trains_and_round_trips(pooling, tmp_path):
     overrides = trainable("vit-tiny") | dict(pooling=pooling)
@@ -483,6 +486,7 @@ def test_vit_pooling_without_class_token_counts_trains_and_round_trips(pooling, 
         np.testing.assert_allclose(weights["pooling"], 1.0 / cfg.num_patches)
 
 
+@pytest.mark.large
 def test_vit_augmentation_until_counts_fit_steps_and_round_trips(tmp_path):
     overrides = trainable("vit-tiny") | dict(random_erasing=1.0, augmentation_until=0.5,
                                                decay_steps=6)
@@ -833,6 +837,7 @@ def user_entry():
         zoo.unregister(name)
 
 
+@pytest.mark.large
 def test_register_a_user_entry(user_entry):
     name, cfg = user_entry
     assert name in zoo.list() and name in zoo.list("my-*")
