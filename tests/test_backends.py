@@ -45,33 +45,58 @@ def test_layer_library_and_families_under_torch():
     _run_suite("torch")
 
 
-def test_the_zoo_trains_on_jax_without_tensorflow_and_its_keras_file_loads_here(tmp_path):
-    """`import zoo`, `zoo.list/describe/get` and `fit` with TensorFlow unimportable, under
-    DataParallel with one device's losses; the `.keras` file loads under TensorFlow with its
-    outputs."""
+def _run_without_tensorflow(backend, out):
+    """tests/without_tensorflow.py under KERAS_BACKEND=backend (two host devices under JAX);
+    returns its report."""
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    if backend == "jax":
+        env["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
+                            "--xla_force_host_platform_device_count=2").strip()
+    result = subprocess.run([sys.executable, str(TESTS / "without_tensorflow.py"), str(out)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads((out / "report.json").read_text())
+
+
+def _check_losses(report):
+    """Every family trained learns (3 finite losses, the last below the first); under JAX,
+    DataParallel over two host devices gives one device's losses, from the same weights."""
+    import numpy as np
+
+    assert sorted(report["one_device_losses"]) == ["transformer-tiny", "vit-tiny"]
+    for name, losses in report["one_device_losses"].items():
+        assert len(losses) == 3 and all(np.isfinite(losses)), (name, losses)
+        assert losses[-1] < losses[0], (name, losses)
+    if report["backend"] != "jax":
+        assert report["distribution"] is None and report["losses"] == {}
+        return
+    assert report["devices"] == 2 and report["distribution"] == "DataParallel"
+    assert sorted(report["losses"]) == ["transformer-tiny", "vit-tiny"]
+    for name, losses in report["losses"].items():
+        np.testing.assert_allclose(losses, report["one_device_losses"][name], rtol=1e-5,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_zoo_trains_without_tensorflow_and_its_keras_file_loads_here(backend, tmp_path):
+    """`import zoo`, `zoo.list/describe/get` and `fit` on NumPy arrays under JAX or PyTorch
+    with TensorFlow unimportable (under JAX also DataParallel, with one device's losses);
+    the `.keras` file loads under TensorFlow with its outputs."""
     import keras
     import numpy as np
 
-    env = {**os.environ, "KERAS_BACKEND": "jax",
-           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
-                        "--xla_force_host_platform_device_count=2".strip()}
-    result = subprocess.run([sys.executable, str(TESTS / "jax_without_tensorflow.py"), str(tmp_path)],
-                            capture_output=True, text=True, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["backend"] == "jax" and report["devices"] == 2
-    assert report["distribution"] == "DataParallel"
+    if backend == "torch" and importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed, so the zoo did not train under it without "
+                    "TensorFlow: .venv/bin/pip install torch==2.13.0 (the CPU build among this "
+                    "machine's wheels); the JAX run checks the same")
+    report = _run_without_tensorflow(backend, tmp_path)
+    assert report["backend"] == backend
     assert report["tensorflow_modules"] == []
     assert report["export"].startswith("zoo.export needs TensorFlow, which is not installed: ")
     assert sorted(report["described"]) == sorted(zoo.list())
     assert set(report["built"]) == {"transformer-tiny", "seq2seq-bahdanau-small",
                                     "convs2s-small", "vit-tiny"}
-    # DataParallel over two host devices gives one device's losses, from the same weights.
-    assert sorted(report["losses"]) == ["transformer-tiny", "vit-tiny"]
-    for name, losses in report["losses"].items():
-        assert len(losses) == 3 and all(np.isfinite(losses)), (name, losses)
-        np.testing.assert_allclose(losses, report["one_device_losses"][name], rtol=1e-5,
-                                   err_msg=name)
+    _check_losses(report)
     model = keras.saving.load_model(tmp_path / "transformer.keras")
     inputs = dict(np.load(tmp_path / "inputs.npz"))
     expected = np.load(tmp_path / "outputs.npy")

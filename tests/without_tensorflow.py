@@ -1,38 +1,47 @@
-"""The zoo on JAX where TensorFlow cannot be imported: run by tests/test_backends.py.
+"""The zoo on JAX or PyTorch where TensorFlow cannot be imported: run by tests/test_backends.py.
 
     KERAS_BACKEND=jax XLA_FLAGS=--xla_force_host_platform_device_count=2 \
-        python tests/jax_without_tensorflow.py OUT_DIR
+        python tests/without_tensorflow.py OUT_DIR
+    KERAS_BACKEND=torch python tests/without_tensorflow.py OUT_DIR
 
 Makes `import tensorflow` fail, as in an environment without it, then: imports
 `keras_attention` and `zoo`; lists and describes every entry; builds every family's
 smallest entry with `zoo.get`; trains `transformer-tiny` (vocabulary 64) and `vit-tiny`
-(28×28×1, 10 classes) for 3 epochs with `model.fit` on NumPy arrays, on one device and
-again from the same weights under `keras.distribution.DataParallel` over 2 host devices (the
-test compares the losses, as tests/test_distribute.py does for `tf.distribute`'s Mirrored);
-saves the transformer as
-`OUT_DIR/transformer.keras` with a batch (`inputs.npz`) and its outputs (`outputs.npy`),
-and writes what it saw to `OUT_DIR/report.json`.
+(28×28×1, 10 classes) for 3 epochs with `model.fit` on NumPy arrays. Under JAX it trains
+each again from the same weights under `keras.distribution.DataParallel` over 2 host devices
+(the test compares the losses, as tests/test_distribute.py does for `tf.distribute`'s
+Mirrored); Keras 3 has no distribution API for PyTorch, so there it trains on one device.
+Saves the transformer as `OUT_DIR/transformer.keras` with a batch (`inputs.npz`) and its
+outputs (`outputs.npy`), and writes what it saw to `OUT_DIR/report.json`.
 """
 
-import importlib.abc
 import sys
 
+HIDDEN = ("tensorflow", "tensorflow_text")
 
-class _NoTensorFlow(importlib.abc.MetaPathFinder):
-    """`import tensorflow` (and its packages) raises ImportError, as where it is not installed."""
+
+class _WithoutTensorFlow:
+    """A finder of sys.meta_path that finds nothing of TensorFlow's packages, as where they
+    are not installed: `import tensorflow` raises ModuleNotFoundError, and
+    `importlib.util.find_spec("tensorflow")` is None (PyTorch's dynamo asks it at import)."""
+
+    def __init__(self, finder):
+        self.finder = finder
 
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
+        if name.split(".")[0] in HIDDEN:
+            return None
+        return self.finder.find_spec(name, path, target)
+
+    def __getattr__(self, attribute):  # invalidate_caches, find_distributions
+        return getattr(self.finder, attribute)
 
 
-sys.meta_path.insert(0, _NoTensorFlow())
+sys.meta_path[:] = [_WithoutTensorFlow(finder) for finder in sys.meta_path]
 
 import json  # noqa: E402
 import pathlib  # noqa: E402
 
-import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -80,22 +89,34 @@ def fit_losses(name, data, distribution=None, weights=None):
     return model, first, history.history["loss"]
 
 
+def data_parallel():
+    """DataParallel over the first 2 CPU devices under JAX; None where Keras has no
+    distribution API (PyTorch)."""
+    if keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    return keras.distribution.DataParallel(devices=jax.devices("cpu")[:2])
+
+
 def main(out):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"backend": keras.backend.backend(), "devices": len(jax.devices("cpu"))}
+    parallel = data_parallel()
+    report = {"backend": keras.backend.backend(),
+              "devices": len(parallel.device_mesh.devices) if parallel else 1,
+              "distribution": type(parallel).__name__ if parallel else None}
     report["described"] = [zoo.describe(name).name for name in zoo.list()]
     report["built"] = {name: zoo.get(name, **kwargs).count_params()
                        for name, kwargs in SMALLEST.items()}
     rng = np.random.default_rng(0)
     data = {"transformer-tiny": translation_data(rng),
             "vit-tiny": (rng.random((32, 28, 28, 1)).astype("float32"), rng.integers(0, 10, 32))}
-    parallel = keras.distribution.DataParallel(devices=jax.devices("cpu")[:2])
-    report["distribution"] = type(parallel).__name__
     report["losses"], report["one_device_losses"], models = {}, {}, {}
     for name in TRAINED:
-        _, first, report["one_device_losses"][name] = fit_losses(name, data[name])
-        models[name], _, report["losses"][name] = fit_losses(name, data[name], parallel, first)
+        models[name], first, report["one_device_losses"][name] = fit_losses(name, data[name])
+        if parallel is not None:
+            models[name], _, report["losses"][name] = fit_losses(name, data[name], parallel, first)
     transformer, (inputs, _) = models["transformer-tiny"], data["transformer-tiny"]
     transformer.save(out / "transformer.keras")
     batch = {key: value[:4] for key, value in inputs.items()}
