@@ -103,6 +103,25 @@ def test_a_family_trains_as_under_tensorflow(name):
     assert trace["steps"][-1] < trace["loss"], "three steps on one batch did not lower its loss"
 
 
+@pytest.mark.parametrize("name", sorted(n for n in FAMILIES if not n.startswith("vit")))
+def test_more_padding_changes_no_output_and_no_loss(name):
+    """Source and target padded 5 positions further, as `zoo train` pads a batch to its length
+    bucket's boundary on JAX (zoo.datasets.pipeline's `pad_to_bucket_boundary`): the outputs at
+    the real positions and the masked loss are those of the batch padded to its longest."""
+    model = zoo.get(name, **FAMILIES[name])
+    inputs, labels = _data(name)
+    model(inputs)
+    _set_seeded_weights(model)
+    padded = {key: np.pad(value, ((0, 0), (0, 5))) for key, value in inputs.items()}
+    padded_labels = np.pad(labels, ((0, 0), (0, 5)))
+    outputs = keras.ops.convert_to_numpy(model(inputs, training=False))
+    padded_outputs = keras.ops.convert_to_numpy(model(padded, training=False))
+    np.testing.assert_allclose(padded_outputs[:, : labels.shape[1]], outputs, rtol=1e-5, atol=1e-5)
+    loss = model.evaluate(inputs, labels, verbose=0, return_dict=True)["loss"]
+    padded_loss = model.evaluate(padded, padded_labels, verbose=0, return_dict=True)["loss"]
+    np.testing.assert_allclose(padded_loss, loss, rtol=1e-6)
+
+
 @pytest.mark.parametrize("family", ["transformer", "seq2seq", "convs2s"])
 def test_a_keras_file_saved_by_tensorflow_loads_with_its_outputs(family):
     model = keras.saving.load_model(FIXTURES / f"{family}_v2.keras")

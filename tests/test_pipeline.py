@@ -138,6 +138,73 @@ def test_token_batches_hold_at_most_batch_tokens(data, tokenizers):
                                           bucket_boundaries=[8], batch_tokens=0)
 
 
+def _widths(dataset):
+    """`{(bucket of the batch, S, T, labels' T)}` of every batch: the bucket by the longest
+    unpadded source or target in it, under boundaries [8, 12]."""
+    shapes = set()
+    for source, target, labels in batches(dataset):
+        longest = np.maximum((source != PAD_ID).sum(1), (target != PAD_ID).sum(1))
+        (bucket,) = {int(np.searchsorted([8, 12], n, side="right")) for n in longest}
+        shapes.add((bucket, source.shape[1], target.shape[1], labels.shape[1]))
+    return shapes
+
+
+def test_padding_to_the_bucket_boundary_gives_each_bucket_one_length(data, tokenizers):
+    """Padded to the longest length a bucket admits (7, 11, then max_length=20), the batches
+    hold the same examples as padded to the longest in each batch, in as many batches, and
+    come in one length per bucket: what a compiler of one program per shape (jax.jit) wants."""
+    common = dict(batch_size=16, bucket_boundaries=[8, 12], max_length=20, shuffle=False)
+    longest = pipeline.make_translation_dataset(data.train_pairs, *tokenizers, **common)
+    fixed = pipeline.make_translation_dataset(data.train_pairs, *tokenizers, **common,
+                                              pad_to_bucket_boundary=True)
+    assert rows(fixed) == rows(longest)
+    assert [len(x) for x, _, _ in batches(fixed)] == [len(x) for x, _, _ in batches(longest)]
+    assert int(fixed.cardinality()) == int(longest.cardinality())
+    widths = _widths(fixed)
+    assert {bucket for bucket, *_ in widths} == {0, 1, 2}  # the data fills every bucket
+    assert widths == {(bucket, n, n, n) for bucket, n in enumerate([7, 11, 20])}
+    assert len({shape[1:] for shape in _widths(longest)}) > 3  # what padding saves compiling
+    for _, target, labels in batches(fixed):
+        assert np.all((target == PAD_ID) == (labels == PAD_ID))
+
+
+def test_padding_to_the_bucket_boundary_stops_at_max_length(data, tokenizers):
+    """Boundaries above `max_length` pad no further than it, and token batches stay within
+    their budget; without boundaries every batch is `max_length` long."""
+    clipped = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=None, bucket_boundaries=[8, 12, 100],
+        batch_tokens=120, max_length=16, shuffle=False, pad_to_bucket_boundary=True)
+    sizes = pipeline.bucket_batch_sizes([8, 12, 100], 16, None, 120)
+    assert sizes == [17, 10, 1, 7]  # the [12, 100) bucket sized for 99 tokens, padded to 16
+    for source, target, _ in batches(clipped):
+        assert source.shape[1] == target.shape[1] in (7, 11, 16)
+        assert source.size <= 120 and target.size <= 120
+    assert {source.shape[1] for source, _, _ in batches(clipped)} == {7, 11, 16}
+    unbucketed = pipeline.make_translation_dataset(
+        data.train_pairs, *tokenizers, batch_size=64, max_length=16, pad_to_bucket_boundary=True)
+    assert {x.shape[1:] + t.shape[1:] + y.shape[1:] for x, t, y in batches(unbucketed)} == {
+        (16, 16, 16)}
+    assert collections.Counter(rows(unbucketed)) == collections.Counter(rows(clipped))
+
+
+@pytest.mark.parametrize("backend, padded", [("jax", True), ("tensorflow", False),
+                                             ("torch", False)])
+def test_zoo_runs_pad_to_the_bucket_boundary_on_jax(data, tokenizers, monkeypatch, backend,
+                                                    padded):
+    """`zoo train`'s pipelines (`translation_datasets`) pad to the bucket boundary on JAX,
+    whose `jax.jit` compiles the train step for each shape, and to the longest in each batch
+    where the backend takes any shape (TensorFlow's `tf.function`, PyTorch)."""
+    from keras_attention import backends
+    from zoo.datasets import preparation
+
+    monkeypatch.setattr(backends, "backend", lambda: backend)
+    train, val, _, _ = preparation.translation_datasets(
+        data.train_pairs, *tokenizers, 16, 20, 0.1, 0)
+    for dataset in (train, val):
+        shapes = {source.shape[1] for source, _, _ in batches(dataset)}
+        assert (shapes <= {7, 11, 15, 20}) == padded, shapes  # boundaries 8, 12, 16 (< 20)
+
+
 def test_drop_remainder(data, tokenizers):
     dataset = pipeline.make_translation_dataset(
         data.train_pairs, *tokenizers, batch_size=64, drop_remainder=True

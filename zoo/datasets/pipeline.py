@@ -21,7 +21,8 @@ positions must be masked out of the loss (e.g.
 `keras.losses.SparseCategoricalCrossentropy(ignore_class=0)`).
 
 Elements: `({"source": int32 (B, S), "target": int32 (B, T)}, labels int32
-(B, T))`, with S and T the longest in the batch (or bucket).
+(B, T))`, with S and T the longest in the batch, or with `pad_to_bucket_boundary` the
+longest its length bucket admits.
 
 A target tokenizer with its own `special_ids` (an imported Marian model's,
 `zoo.text.marian`) replaces `[START]`, `[END]` and the padding by its
@@ -93,6 +94,7 @@ def make_translation_dataset(
     tokenize_batch_size=1024,
     batch_tokens=None,
     copy=False,
+    pad_to_bucket_boundary=False,
 ):
     """Pairs of strings -> padded teacher-forcing batches (see the module docstring).
 
@@ -130,6 +132,11 @@ def make_translation_dataset(
             `"source_extended"` int32 (B, S), the source's ids in the extended
             target vocabulary, and `labels` (and `target`, shifted) ask for a copy
             with a source token's temporary id `V + k` (`zoo.text.copying`).
+        pad_to_bucket_boundary: pad each batch to the longest length its bucket admits
+            (`boundary - 1`, at most `max_length`; without `bucket_boundaries`, to
+            `max_length`) instead of the longest in the batch, so that batches come in a few
+            fixed shapes: one per bucket, and the last, smaller batch of each. A compiler
+            that builds one program per input shape (`jax.jit`, XLA) then compiles each once.
 
     Returns:
         `tf.data.Dataset` of `({"source": int32 (B, S), "target": int32
@@ -160,7 +167,7 @@ def make_translation_dataset(
     if bucket_boundaries is not None:
         sizes = bucket_batch_sizes(bucket_boundaries, max_length, batch_size, batch_tokens)
     dataset = _padded_batches(dataset, batch_size, bucket_boundaries, sizes, ids["pad"],
-                              drop_remainder)
+                              drop_remainder, max_length if pad_to_bucket_boundary else None)
     dataset = dataset.map(_inputs_and_labels, num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
@@ -233,23 +240,38 @@ def bucket_batch_sizes(bucket_boundaries, max_length, batch_size, batch_tokens=N
     return [max(1, batch_tokens // n) for n in longest]
 
 
-def _padded_batches(dataset, batch_size, bucket_boundaries, sizes, pad_id, drop_remainder):
+def _closed_buckets(bucket_boundaries, sizes, max_length):
+    """`(boundaries, sizes)` for tf.data to pad every bucket to its boundary: it pads to
+    `boundary - 1` and needs every example below the last boundary. The boundaries above
+    `max_length` go (their buckets are empty, as no example is longer), and `max_length + 1`
+    closes the last bucket, which then pads to `max_length`. The bucket past it stays empty;
+    its size (1) is never used."""
+    kept = [boundary for boundary in bucket_boundaries if boundary <= max_length]
+    return kept + [max_length + 1], sizes[: len(kept) + 1] + [1]
+
+
+def _padded_batches(dataset, batch_size, bucket_boundaries, sizes, pad_id, drop_remainder,
+                    fixed_length=None):
     """Examples -> batches padded with `pad_id`, by length bucket (of `sizes` examples)
-    when there are boundaries."""
+    when there are boundaries, to the longest in the batch; with `fixed_length` (the
+    `max_length`), to the bucket's longest admitted length, or to `fixed_length` without
+    buckets."""
     size = len(dataset.element_spec)  # (source, [source_extended,] target, labels)
-    padded_shapes = ([None],) * size
     padding_values = (tf.constant(pad_id, tf.int32),) * size
     if bucket_boundaries is None:
         return dataset.padded_batch(
-            batch_size, padded_shapes, padding_values, drop_remainder=drop_remainder
+            batch_size, ([fixed_length],) * size, padding_values, drop_remainder=drop_remainder
         )
+    if fixed_length is not None:
+        bucket_boundaries, sizes = _closed_buckets(bucket_boundaries, sizes, fixed_length)
     return dataset.bucket_by_sequence_length(
         element_length_func=lambda source, *rest: tf.maximum(
             tf.shape(source)[0], tf.shape(rest[-2])[0]
         ),
         bucket_boundaries=bucket_boundaries,
         bucket_batch_sizes=sizes,
-        padded_shapes=padded_shapes,
+        padded_shapes=([None],) * size,
         padding_values=padding_values,
+        pad_to_bucket_boundary=fixed_length is not None,
         drop_remainder=drop_remainder,
     )

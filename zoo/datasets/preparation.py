@@ -19,6 +19,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_attention import backends
 from zoo import datasets, registry
 from zoo.datasets import pipeline
 from zoo.errors import ZooError
@@ -184,20 +185,26 @@ def _buckets(max_length):
 
 
 def translation_datasets(pairs, source_tokenizer, target_tokenizer, batch_size, max_length,
-                         val_ratio, seed, batch_tokens=None, shuffle=True, copy=False):
+                         val_ratio, seed, batch_tokens=None, shuffle=True, copy=False,
+                         pad_to_bucket_boundary=None):
     """Teacher-forcing `(train, validation or None)` datasets and their sizes: batches of
     `batch_size` examples, or of at most `batch_tokens` tokens (`zoo.datasets.pipeline`;
     `copy`: for a copying model, with `source_extended`). `shuffle=False`: the training
     batches in a fixed order (as many as shuffled: each length bucket holds the same
-    examples), to count or time them without drawing from the shuffled pipeline's seeds."""
+    examples), to count or time them without drawing from the shuffled pipeline's seeds.
+    `pad_to_bucket_boundary`: each bucket's batches padded to one length (`None`: on JAX,
+    whose `jax.jit` compiles the train step anew for every input shape; TensorFlow's
+    `tf.function` and eager PyTorch take the longest in each batch as it comes)."""
     train_index, val_index = split_validation(len(pairs), val_ratio, seed)
     train_pairs = [pairs[i] for i in train_index]
     val_pairs = [pairs[i] for i in val_index]
     boundaries = _buckets(max_length)
     if batch_tokens is not None and boundaries is None:
         boundaries = [max_length]  # one bucket: every example, batches of batch_tokens // max_length
+    if pad_to_bucket_boundary is None:
+        pad_to_bucket_boundary = backends.backend() == "jax"
     common = dict(max_length=max_length, bucket_boundaries=boundaries, batch_tokens=batch_tokens,
-                  copy=copy)
+                  copy=copy, pad_to_bucket_boundary=pad_to_bucket_boundary)
     train = pipeline.make_translation_dataset(
         train_pairs, source_tokenizer, target_tokenizer, batch_size, seed=seed, shuffle=shuffle,
         **common
