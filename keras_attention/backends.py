@@ -46,6 +46,29 @@ def has_gpu():
     return False
 
 
+def sync_training_state(model):
+    """Put the state of a running `fit` back into `model`'s variables; the next step then
+    reads them anew, so that an assignment made now reaches it. `model` may be None.
+
+    On JAX, `fit` carries the weights, the optimizer's and the metrics' variables from
+    step to step as arrays outside the variables (which it empties to save memory) and
+    puts them back at each epoch's end: mid-epoch the variables are stale, and an
+    assignment to them would be lost. `model.jax_state_sync()` is Keras's way to a synced
+    state; a callback's `self.model` calls it too. TensorFlow and PyTorch train the
+    variables themselves: nothing to do.
+    """
+    sync = getattr(model, "jax_state_sync", None)
+    if sync is not None:
+        sync()
+
+
+def is_traced(value):
+    """Whether `value` is an abstract value of a function JAX is tracing (`jax.core.Tracer`),
+    as opposed to a concrete array, which a traced function holds as a constant. False on the
+    other backends."""
+    return backend() == "jax" and isinstance(value, jax.core.Tracer)
+
+
 def require_tensorflow(feature, alternative=None):
     """Raise `BackendError` "`feature` needs the TensorFlow backend: ..." unless it is the backend.
 

@@ -2,10 +2,12 @@
 docs/math.md#the-budgeted-schedule)."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
 
+from keras_attention import backends
 from keras_attention.checks import check_positive_int
 
 
@@ -69,7 +71,10 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     `total_steps` and `warmup_steps` are non-trainable variables: a training
     loop that predicts its budget as it goes (a time limit) corrects them with
-    `set_budget` while the optimizer keeps using the same schedule.
+    `set_budget` while the optimizer keeps using the same schedule. Give the
+    schedule to an optimizer with `attach`, which also makes the two variables
+    part of the optimizer's state: a compiled training step reads a correction
+    only from its state (on JAX, `jax.jit` takes no other).
 
     Args:
         peak: the highest rate.
@@ -91,6 +96,32 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.total_steps = keras.Variable(float(total_steps), dtype="float32",
                                           trainable=False, name="budget_total_steps")
 
+    def attach(self, optimizer):
+        """Make `optimizer` follow this schedule, its budget among `optimizer.variables`.
+
+        A compiled training step gets the optimizer's variables as its state. On
+        JAX, `jax.jit` reads anything else once, as a constant, when it traces the
+        step, so a budget held only by this schedule would keep its first values
+        there whatever `set_budget` assigns. Inside `fit` on JAX, a callback calls
+        `model.jax_state_sync()` before `set_budget` (the state is then read anew at
+        the next step), as for any variable it changes mid-epoch.
+
+        Attach after `optimizer.build`: the two variables then come last among the
+        optimizer's, in the same order in every process, so the optimizer state a
+        run saves (`model.save_weights`) loads into the next one. A `.keras` file
+        saved this way holds two more optimizer variables than `load_model` makes
+        from its config: loading it compiled skips the optimizer's state with
+        Keras's warning (the weights load; the budget comes from the config).
+
+        Args:
+            optimizer: a Keras optimizer (the inner one of a `LossScaleOptimizer`).
+        """
+        optimizer.learning_rate = self
+        tracked = {id(variable) for variable in optimizer.variables}
+        for variable in (self.warmup_steps, self.total_steps):
+            if id(variable) not in tracked:
+                optimizer._track_variable(variable)  # Keras's tracker of optimizer variables
+
     def set_budget(self, warmup_steps, total_steps):
         """Assign a corrected warm-up and total (ints, `1 <= warmup_steps < total_steps`)."""
         _check_budget(warmup_steps, total_steps)
@@ -101,6 +132,10 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
         step = ops.cast(step, "float32")
         warmup = ops.convert_to_tensor(self.warmup_steps)
         total = ops.convert_to_tensor(self.total_steps)
+        if backends.is_traced(step) and not backends.is_traced(total):
+            warnings.warn("BudgetSchedule: this compiled step holds the budget as a constant, "
+                          "and set_budget will not reach it; give the schedule to the "
+                          "optimizer with schedule.attach(optimizer).", stacklevel=2)
         rising = (step + 1.0) / warmup
         progress = ops.clip((step - warmup) / ops.maximum(total - warmup, 1.0), 0.0, 1.0)
         if self.shape == "linear":

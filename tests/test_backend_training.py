@@ -16,14 +16,17 @@ file under JAX and PyTorch from `make test`; `make test-jax` and `make test-torc
 import json
 import pathlib
 import sys
+import warnings
 
 import keras
 import numpy as np
 import pytest
 
+import keras_attention as ka
 import zoo
+from keras_attention.backends import sync_training_state
 
-from backends import BACKEND
+from backends import BACKEND, to_numpy
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 RECORD = FIXTURES / "backend_training.json"
@@ -177,3 +180,84 @@ if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
     RECORD.write_text(json.dumps({name: training_trace(name) for name in sorted(FAMILIES)},
                                  indent=1) + "\n")
     print(f"wrote {RECORD}")
+
+
+# === A budget's corrections reach the compiled training step ===
+
+
+class _Weight(keras.layers.Layer):
+    """One scalar weight `w` as every output: with the loss `-mean(w)`, SGD adds the rate of
+    each step to `w`, so `w` sums the rates the compiled step used."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(), initializer="zeros")
+
+    def call(self, inputs):
+        return inputs[:, :1] * 0.0 + self.w
+
+
+class _CorrectAt(keras.callbacks.Callback):
+    """Corrects the budget after the `step`-th batch of an epoch, as `zoo.runs.budget`'s
+    `BudgetCallback` does: the training state synced first (`sync_training_state`)."""
+
+    def __init__(self, schedule, step, budget):
+        super().__init__()
+        self.schedule, self.step, self.budget = schedule, step, budget
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch + 1 == self.step:
+            sync_training_state(self.model)
+            self.schedule.set_budget(*self.budget)
+
+
+def _sgd_on_one_weight(schedule, attach=True):
+    inputs = keras.Input((1,))
+    model = keras.Model(inputs, _Weight()(inputs))
+    optimizer = keras.optimizers.SGD(0.5)
+    model.compile(optimizer=optimizer, loss=lambda y, p: -keras.ops.mean(p))
+    optimizer.build(model.trainable_variables)
+    if attach:
+        schedule.attach(optimizer)
+    return model, model.layers[-1].w
+
+
+def _rates(warmup, total, steps):
+    """The linear budget's rates (peak 1) at iterations `steps`, in NumPy."""
+    return sum((i + 1) / warmup if i < warmup else max(0.0, (total - i) / (total - warmup))
+               for i in steps)
+
+
+def test_a_corrected_budget_reaches_the_compiled_step():
+    """SGD on one weight, gradient -1: the weight sums the rates used. The budget corrected
+    between two `fit` calls (#62's check: the last 5 rates add up to 4.70, the old total's
+    1.67) and after the 5th batch of an epoch (a time limit's correction, mid-epoch)."""
+    x = np.zeros((10, 1), "float32")
+    schedule = ka.BudgetSchedule(peak=1.0, warmup_steps=1, total_steps=10)
+    model, weight = _sgd_on_one_weight(schedule)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(x[:1], x[:1], epochs=5, verbose=0)
+        first = float(to_numpy(weight))
+        schedule.set_budget(1, 100)
+        model.fit(x[:1], x[:1], epochs=5, verbose=0)
+    assert not [w for w in caught if "BudgetSchedule" in str(w.message)]  # traced as state
+    assert first == pytest.approx(_rates(1, 10, range(5)), rel=1e-6)
+    assert float(to_numpy(weight)) - first == pytest.approx(4.69697, rel=1e-5)
+
+    schedule = ka.BudgetSchedule(peak=1.0, warmup_steps=1, total_steps=10)
+    model, weight = _sgd_on_one_weight(schedule)
+    model.fit(x, x, batch_size=1, epochs=1, verbose=0, shuffle=False,
+              callbacks=[_CorrectAt(schedule, 5, (1, 100))])
+    expected = _rates(1, 10, range(5)) + _rates(1, 100, range(5, 10))
+    assert float(to_numpy(weight)) == pytest.approx(expected, rel=1e-6)
+    assert [int(to_numpy(v)) for v in (schedule.warmup_steps, schedule.total_steps)] == [1, 100]
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="only jax.jit holds what is not its state as a "
+                    "constant")
+def test_a_budget_outside_the_optimizers_state_is_named_when_jax_traces_it():
+    schedule = ka.BudgetSchedule(peak=1.0, warmup_steps=1, total_steps=10)
+    model, _ = _sgd_on_one_weight(schedule, attach=False)
+    model.optimizer.learning_rate = schedule
+    with pytest.warns(UserWarning, match=r"schedule\.attach\(optimizer\)"):
+        model.fit(np.zeros((1, 1), "float32"), np.zeros((1, 1), "float32"), verbose=0)

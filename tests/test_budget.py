@@ -2,11 +2,17 @@
 epochs of a fixed step count, and the averaged snapshots (`zoo.runs.budget`, `pacing`,
 `interval`, `averaging`; `keras_attention.BudgetSchedule`)."""
 
+import importlib.util
 import json
 import math
+import os
+import pathlib
 import shutil
+import subprocess
+import sys
 import types
 
+import budget_run
 import keras
 import numpy as np
 import pytest
@@ -16,6 +22,8 @@ import keras_attention as ka
 from zoo import registry, runs
 from zoo.runs import averaging, budget, interval, pacing, short_budget
 from zoo.runs.callbacks import RunCallbacks
+
+TESTS = pathlib.Path(__file__).resolve().parent
 
 SMALL = dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2,
              intermediate_dim=32, vocabulary_size=100, max_length=16)
@@ -490,3 +498,37 @@ def test_a_budget_without_epochs_trains_until_the_budget_ends(tmp_path, capsys):
     assert interval.keras_epochs(None, 7, None) == interval.UNTIL_BUDGET
     assert interval.keras_epochs(None, 7, 3, max_steps=10) == 4
     assert interval.keras_epochs(10, 7, None, max_steps=10) == 10  # epochs given: kept
+
+
+# === A time limit's corrections on every backend ===
+
+
+def _budget_report(backend, tmp_path):
+    """tests/budget_run.py's report: in this process under TensorFlow, else in a process of
+    its own under `backend`."""
+    if backend == "tensorflow":
+        budget_run.main(tmp_path)
+    else:
+        if backend == "torch" and importlib.util.find_spec("torch") is None:
+            pytest.skip("PyTorch is not installed: .venv/bin/pip install torch==2.13.0")
+        result = subprocess.run([sys.executable, str(TESTS / "budget_run.py"), str(tmp_path)],
+                                capture_output=True, text=True, timeout=600,
+                                env={**os.environ, "KERAS_BACKEND": backend})
+        assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads((tmp_path / "report.json").read_text())
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
+def test_a_time_limited_run_follows_its_corrections_to_a_zero_rate(backend, tmp_path):
+    """`zoo train --time-limit` (12 s): every step carries the total that the step before it
+    left in the schedule (on JAX: in `fit`'s state, which the compiled step reads), the
+    total ends at the steps taken, and the rate after the last step is zero (#62)."""
+    report = _budget_report(backend, tmp_path)
+    summary, carried, held = report["summary"], report["carried"], report["held"]
+    steps = summary["steps"]
+    assert summary["stopped_by"] == "time_limit" and len(carried) == steps, report
+    assert len(set(held)) >= 3, report  # corrected as it went
+    assert carried[1:] == held[:-1], report  # each correction reached the next step
+    assert held[-1] == steps == summary["budget"]["predicted_steps_final"], report
+    assert report["rate_after_last_step"] == 0.0 and report["rate_of_last_step"] > 0.0, report

@@ -30,9 +30,11 @@ import math
 
 import keras
 
+from keras_attention.backends import sync_training_state
 from keras_attention.schedules import BudgetSchedule, TransformerSchedule
 from zoo import distribute
 from zoo.errors import ZooError
+from zoo.runs.callbacks import build_optimizer
 
 SCHEDULES = ("auto", "paper", "budget-linear", "budget-cosine")
 WARMUP_FRACTION = 0.05
@@ -166,17 +168,18 @@ def plan_budget(schedule, reason, learning_rate, training, bound, rate, warmup_c
 
 
 def install(model, plan, warmup_steps=None, total_steps=None):
-    """Replace `model.optimizer`'s rate by the plan's `BudgetSchedule` (before the optimizer
-    is built; under the model's strategy); returns the schedule.
+    """Replace `model.optimizer`'s rate by the plan's `BudgetSchedule` (made under the model's
+    strategy, attached to the built optimizer, its budget in the optimizer's state); returns
+    the schedule.
 
     `warmup_steps`, `total_steps`: corrected values a resumed run continues from.
     """
+    build_optimizer(model)  # the schedule's variables come after the optimizer's own
     with distribute.scope(model):
         schedule = BudgetSchedule(plan.peak_learning_rate, warmup_steps or plan.warmup_steps,
                                   total_steps or plan.predicted_steps, shape=plan.shape)
     optimizer = model.optimizer
-    inner = getattr(optimizer, "inner_optimizer", None)  # a LossScaleOptimizer's
-    (inner or optimizer).learning_rate = schedule
+    schedule.attach(getattr(optimizer, "inner_optimizer", None) or optimizer)  # a LossScale's
     # A training step traced before (`interval.measure_step_rate` times the model's own)
     # holds the old rate as constants of its graph, and `fit` would reuse it: a new
     # function traces the step with this schedule.
@@ -265,16 +268,16 @@ class BudgetCallback(keras.callbacks.Callback):
         self.schedule, self.plan, self.predictor = schedule, plan, predictor
         self.steps = steps
         self.first_prediction = None
+        self._read_budget()
 
-    @property
-    def warmup_steps(self):
-        return int(keras.ops.convert_to_numpy(self.schedule.warmup_steps))
-
-    @property
-    def total_steps(self):
-        return int(keras.ops.convert_to_numpy(self.schedule.total_steps))
+    def _read_budget(self):
+        # The budget as Python ints, read from the schedule where its variables are current
+        # (outside fit, or at its start): mid-epoch on JAX they are not (sync_training_state).
+        self.warmup_steps = int(keras.ops.convert_to_numpy(self.schedule.warmup_steps))
+        self.total_steps = int(keras.ops.convert_to_numpy(self.schedule.total_steps))
 
     def on_train_begin(self, logs=None):
+        self._read_budget()
         if self.predictor is not None:
             self.predictor.begin(self.steps)
 
@@ -287,15 +290,35 @@ class BudgetCallback(keras.callbacks.Callback):
         if self.steps < warmup:  # still warming up: its share of the corrected total
             warmup = max(self.steps + 1, warmup_for(total, self.plan.warmup_cap,
                                                     self.plan.warmup_ratio))
-        self.schedule.set_budget(warmup, max(total, warmup + 1))
+        corrected = max(total, warmup + 1)
+        if (warmup, corrected) != (self.warmup_steps, self.total_steps):
+            # On JAX the step's state goes back to the variables first, and is read from
+            # them again at the next step: the compiled step follows the correction.
+            sync_training_state(self.model)
+            self.schedule.set_budget(warmup, corrected)
+            self.warmup_steps, self.total_steps = warmup, corrected
         if self.first_prediction is None:
             self.first_prediction = self.total_steps
         if total <= self.steps:  # the time is spent: the schedule ends at zero here
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
+        self._keep_budget()
         if logs is not None:
             logs["predicted_steps"] = self.total_steps
+
+    def on_train_end(self, logs=None):
+        self._keep_budget()
+
+    def _keep_budget(self):
+        """Assign the corrected budget again where `fit` lost it: on JAX (Keras 3.15), an epoch
+        of unknown length ends with a step that finds no data, and `fit` then writes back
+        the state of the step before, from before the last correction."""
+        sync_training_state(self.model)
+        held = (int(keras.ops.convert_to_numpy(self.schedule.warmup_steps)),
+                int(keras.ops.convert_to_numpy(self.schedule.total_steps)))
+        if held != (self.warmup_steps, self.total_steps):
+            self.schedule.set_budget(self.warmup_steps, self.total_steps)
 
     def state(self):
         """What the backup keeps for a resumed run: the corrected warm-up and total."""
