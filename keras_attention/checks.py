@@ -86,8 +86,10 @@ def check_number(name, value, minimum=None, maximum=None, *, open_minimum=False,
     check(name, value, f"a number {bounds}".strip(), holds, prefix)
 
 
-def check_positive_number(name, value):
-    """Raise `ValueError` unless `value` is a number > 0."""
+def check_positive_number(name, value, allow_none=False):
+    """Raise `ValueError` unless `value` is a number > 0 (or None with `allow_none`)."""
+    if value is None and allow_none:
+        return
     check_number(name, value, 0, open_minimum=True)
 
 
@@ -107,6 +109,18 @@ def check_fields(config, check_field, *names, **options):
     `check_fields(self, check_rate, "dropout", "label_smoothing")`."""
     for name in names:
         check_field(name, getattr(config, name), **options)
+
+
+def check_at_most_one(config, *names):
+    """Raise `ValueError` unless at most one of the fields `names` of `config` is set (not
+    None), e.g. Keras' `clipnorm` and `global_clipnorm`, of which an optimizer takes one."""
+    given = [name for name in names if getattr(config, name) is not None]
+    if len(given) > 1:
+        first, second = given[:2]
+        one_of = ", ".join(f"`{name}`" for name in names)
+        check(second, getattr(config, second),
+              f"None when {first}={getattr(config, first)!r} (at most one of {one_of} is set)",
+              False)
 
 
 # === The shapes of attention inputs (`MultiHeadAttention.build` and `call`) ===

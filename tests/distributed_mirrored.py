@@ -72,7 +72,7 @@ FAMILIES = {
         dict(
             vocabulary_size=40, embedding_dim=8, encoder_units=16, decoder_units=16,
             attention_units=16, maxout_units=8, max_length=16, learning_rate=1e-2,
-            clipnorm=0.5, label_smoothing=0.1,
+            global_clipnorm=0.5, label_smoothing=0.1,
         ),
     ),
     "vit": (

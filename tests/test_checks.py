@@ -58,3 +58,21 @@ def test_check_fields_checks_each_named_field():
         checks.check_fields(Config, checks.check_rate, "dropout", "attention_dropout")
     Config.units = None
     checks.check_fields(Config, checks.check_positive_int, "units", allow_none=True)
+
+
+def test_check_at_most_one_refuses_two_fields_set_and_names_both():
+    class Clipping:
+        global_clipnorm, clipnorm = 1.0, None
+
+    checks.check_at_most_one(Clipping, "global_clipnorm", "clipnorm")
+    Clipping.global_clipnorm = None
+    checks.check_at_most_one(Clipping, "global_clipnorm", "clipnorm")  # neither: no clipping
+    Clipping.global_clipnorm, Clipping.clipnorm = 1.0, 0.5
+    with pytest.raises(ValueError) as caught:
+        checks.check_at_most_one(Clipping, "global_clipnorm", "clipnorm")
+    assert str(caught.value) == (
+        "`clipnorm` must be None when global_clipnorm=1.0 (at most one of `global_clipnorm`, "
+        "`clipnorm` is set); received clipnorm=0.5.")
+    checks.check_positive_number("clipnorm", None, allow_none=True)
+    with pytest.raises(ValueError, match="received clipnorm=None"):
+        checks.check_positive_number("clipnorm", None)

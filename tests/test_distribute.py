@@ -2,7 +2,8 @@
 
 - `MirroredStrategy` over 2 logical CPUs vs one device, every model family:
   training, validation and evaluation on batches that do not split evenly
-  over the replicas (tests/distributed_mirrored.py, in a fresh process).
+  over the replicas (tests/distributed_mirrored.py, in a fresh process); and the
+  gradient's global norm clipped after the replicas' sum (tests/distributed_clipping.py).
 - `MultiWorkerMirroredStrategy`: docs/distributed.md's two-worker `zoo train` command
   lines on 127.0.0.1 (tests/distributed_worker.py), one worker SIGKILLed in
   the middle of an epoch, the job restarted and resumed, compared with a
@@ -96,6 +97,44 @@ def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
     step = list(runs["vit/names"]).index("augmentation/step")
     for run in ("single", "mirrored"):
         assert int(runs[f"vit/{run}/final"][step]) == 3, run
+
+
+def _clip_global(gradients, clipnorm):
+    """NumPy's `g · c / max(‖g‖, c)`, one norm over every variable's gradient."""
+    norm = np.sqrt(sum(np.sum(np.square(g)) for g in gradients))
+    return [g * clipnorm / max(norm, clipnorm) for g in gradients]
+
+
+@pytest.mark.large
+def test_mirrored_global_clipnorm_clips_the_replicas_summed_gradient(tmp_path):
+    """`global_clipnorm` under 2 replicas (tests/distributed_clipping.py): the norm is that of
+    both variables' gradients summed over the replicas, as on one device; clipping each
+    replica's part (Keras 3.15 alone), or each variable's, gives other weights."""
+    import distributed_clipping as script
+
+    out = tmp_path / "clipping.npz"
+    result = subprocess.run([sys.executable, str(TESTS / "distributed_clipping.py"), str(out)],
+                            capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-4000:]
+    got = np.load(out)
+    assert int(got["iterations"]) == 2
+    names, c = ("a", "b"), script.CLIPNORM
+    weights = [script.INITIAL[name].astype("float64") for name in names]
+    for step, replicas in enumerate(script.GRADIENTS, start=1):
+        per_replica = [[np.array(r[name]) for name in names] for r in replicas]
+        summed = [sum(parts) for parts in zip(*per_replica)]
+        update = _clip_global(summed, c)
+        for i, name in enumerate(names):
+            np.testing.assert_allclose(got[f"{name}{step}"], weights[i] - update[i], rtol=1e-6,
+                                       atol=1e-6, err_msg=f"{name} after step {step}")
+        weights = [w - u for w, u in zip(weights, update)]
+        if step == 1:  # clipped: the alternatives give other updates than the sum's global clip
+            each_replica = [sum(p) for p in zip(*[_clip_global(g, c) for g in per_replica])]
+            each_variable = [_clip_global([g], c)[0] for g in summed]
+            for other in (each_replica, each_variable):
+                assert max(np.abs(o - u).max() for o, u in zip(other, update)) > 0.05
+        else:  # below the threshold: left whole
+            np.testing.assert_allclose(update[0], summed[0])
 
 
 # === MultiWorkerMirroredStrategy: docs/distributed.md's commands, a worker killed, a restart ===

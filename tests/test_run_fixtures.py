@@ -41,6 +41,8 @@ import keras
 import numpy as np
 import pytest
 
+import zoo
+
 from zoo_cli import run_main
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -131,6 +133,19 @@ def test_v2_keras_file_loads_and_gives_the_same_outputs(family):
     expected = np.load(FIXTURES / f"{family}_v2_output.npy")
     got = keras.ops.convert_to_numpy(model(x, training=False))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_v2_run_configs_keep_their_per_variable_clipping(v2_run):
+    """The v2 runs' configs hold `clipnorm` (Keras' per-variable clipping; the recipes clip
+    the global norm since, `global_clipnorm`): the model they resume with clips as they
+    trained."""
+    name, run = v2_run
+    saved = json.loads((run / "config.json").read_text())["model_config"]
+    assert saved["clipnorm"] == 1.0 and "global_clipnorm" not in saved
+    config = zoo.config(name, **saved)
+    assert config.clipnorm == 1.0 and config.global_clipnorm is None
+    optimizer = zoo.get(name, **saved).optimizer
+    assert optimizer.clipnorm == 1.0 and optimizer.global_clipnorm is None
 
 
 @pytest.mark.large

@@ -147,7 +147,7 @@ TRAINABLE = {
     # ConvS2S at Adam 1e-2 overfits chaotically: the order in which a busy CPU's threads add up
     # sums changed the loss ratio after 100 steps from 7e-6 to 1e-2 over 8 identical runs (once
     # past 0.1 in `make test`); at 3e-3 the same 8 runs gave 5e-4 to 2e-3.
-    "convs2s": dict(dropout=0.0, optimizer="adam", learning_rate=3e-3, clipnorm=1.0),
+    "convs2s": dict(dropout=0.0, optimizer="adam", learning_rate=3e-3, global_clipnorm=1.0),
     "vit": dict(dropout=0.0, warmup_steps=10, learning_rate=3e-3, decay_steps=1000,
                 label_smoothing=0.0, random_flip=False, random_translation=0.0,
                 random_erasing=0.0),
@@ -679,12 +679,123 @@ def test_transformer_recipe_is_the_papers():
     assert not model.jit_compile  # XLA is slower with dropout on CPU (BENCHMARKS.md)
 
 
-def test_seq2seq_recipe_clips_gradients():
+def test_seq2seq_recipe_is_adam_with_the_global_norm_clipped():
     model = zoo.get("seq2seq-bahdanau-small", **tiny("seq2seq-bahdanau-small"))
     assert isinstance(model.optimizer, keras.optimizers.Adam)
-    assert model.optimizer.clipnorm == 1.0
+    assert model.optimizer.global_clipnorm == 1.0 and model.optimizer.clipnorm is None
     np.testing.assert_allclose(float(model.optimizer.learning_rate), 1e-3)
     assert isinstance(model.loss, ka.MaskedSparseCategoricalCrossentropy)
+
+
+def test_convs2s_recipe_is_the_papers_nesterov_sgd_with_the_global_norm_clipped():
+    optimizer = zoo.get("convs2s-wmt-en-ro", **tiny("convs2s-wmt-en-ro")).optimizer
+    assert isinstance(optimizer, keras.optimizers.SGD) and optimizer.nesterov
+    assert optimizer.momentum == 0.99 and float(optimizer.learning_rate) == 0.25
+    assert optimizer.global_clipnorm == 0.1 and optimizer.clipnorm is None
+    small = zoo.get("convs2s-small", **tiny("convs2s-small")).optimizer
+    assert isinstance(small, keras.optimizers.Adam)
+    assert small.global_clipnorm == 1.0 and small.clipnorm is None
+
+
+# === Gradient clipping: the global norm, as the papers (docs/math.md#gradient-clipping) ===
+
+# Entry -> (overrides beyond the tiny sizes, the recipe's threshold c). The ViT starts at its
+# peak rate (no warm-up: a first rate of 0 would move nothing).
+CLIPPED_RECIPES = {
+    "seq2seq-bahdanau-small": ({}, 1.0),  # Adam
+    "convs2s-wmt-en-ro": ({}, 0.1),  # the paper's Nesterov SGD
+    "convs2s-small": ({}, 1.0),  # Adam
+    "vit-tiny": (dict(warmup_steps=0, learning_rate=1e-2, decay_steps=10), 1.0),  # AdamW
+}
+# Two steps of gradients for two variables, in units of c: the first's global norm is 5.1 c
+# (the first variable's 5.1 c, the second's 0.37 c: clipping each variable on its own would
+# leave the second whole), the second's 0.41 c (below c: left whole however one clips).
+CLIP_STEPS = [
+    [np.array([3.0, -4.0, 1.0]), np.array([[0.2, -0.1], [0.05, 0.3]])],
+    [np.array([0.1, 0.2, -0.3]), np.array([[0.1, 0.1], [-0.2, 0.0]])],
+]
+CLIP_INITIAL = [np.array([0.5, -0.25, 0.125]), np.array([[0.5, 0.25], [-0.5, 0.75]])]
+
+
+def _clip_global(gradients, clipnorm):
+    """`g · c / max(‖g‖, c)`, one norm over every variable's gradient (the papers')."""
+    norm = np.sqrt(sum(np.sum(np.square(g)) for g in gradients))
+    return [g * clipnorm / max(norm, clipnorm) for g in gradients]
+
+
+def _clip_each(gradients, clipnorm):
+    """Keras' `clipnorm`: each variable's gradient to norm at most c on its own."""
+    return [_clip_global([g], clipnorm)[0] for g in gradients]
+
+
+def _reference_step(optimizer, weight, gradient, state, rate, step):
+    """One update of Keras' SGD (Nesterov momentum) or Adam / AdamW in NumPy: `(weight, state)`."""
+    if isinstance(optimizer, keras.optimizers.SGD):
+        velocity = optimizer.momentum * state - rate * gradient
+        return weight + optimizer.momentum * velocity - rate * gradient, velocity
+    m, v = state
+    weight = weight - weight * (optimizer.weight_decay or 0.0) * rate  # AdamW's decay first
+    m = m + (gradient - m) * (1 - optimizer.beta_1)
+    v = v + (gradient**2 - v) * (1 - optimizer.beta_2)
+    alpha = rate * np.sqrt(1 - optimizer.beta_2**step) / (1 - optimizer.beta_1**step)
+    return weight - alpha * m / (np.sqrt(v) + optimizer.epsilon), (m, v)
+
+
+def _reference(optimizer, steps, rates, clip):
+    """The weights after `steps` (clipped by `clip`) from `CLIP_INITIAL`, in NumPy."""
+    weights = [w.copy() for w in CLIP_INITIAL]
+    zero = [np.zeros_like(w) for w in weights]
+    states = zero if isinstance(optimizer, keras.optimizers.SGD) else list(zip(zero, zero))
+    for step, (gradients, rate) in enumerate(zip(steps, rates), start=1):
+        for i, gradient in enumerate(clip(gradients)):
+            weights[i], states[i] = _reference_step(optimizer, weights[i], gradient, states[i],
+                                                    rate, step)
+    return weights
+
+
+@pytest.mark.parametrize("name", sorted(CLIPPED_RECIPES))
+def test_recipe_clips_the_global_norm_of_the_gradient(name):
+    overrides, clipnorm = CLIPPED_RECIPES[name]
+    optimizer = zoo.get(name, **tiny(name, **overrides)).optimizer  # as the recipe builds it
+    assert optimizer.global_clipnorm == clipnorm and optimizer.clipnorm is None
+    steps = [[clipnorm * g for g in gradients] for gradients in CLIP_STEPS]
+    # The gradients the optimizer updates with (`zoo.get`'s `_clip_gradients`, on one device).
+    for gradients in steps:
+        clipped = optimizer._clip_gradients([keras.ops.convert_to_tensor(g, "float32")
+                                             for g in gradients])
+        for got, expected in zip(clipped, _clip_global(gradients, clipnorm)):
+            np.testing.assert_allclose(keras.ops.convert_to_numpy(got), expected, rtol=1e-6)
+    # Two real updates of two variables, against NumPy's update of the globally clipped ones.
+    variables = [keras.Variable(w.astype("float32"), name=f"kernel_{i}")
+                 for i, w in enumerate(CLIP_INITIAL)]
+    rates = []
+    for gradients in steps:
+        rates.append(float(keras.ops.convert_to_numpy(optimizer.learning_rate)))
+        optimizer.apply([keras.ops.convert_to_tensor(g, "float32") for g in gradients], variables)
+    expected = _reference(optimizer, steps, rates, lambda g: _clip_global(g, clipnorm))
+    per_variable = _reference(optimizer, steps, rates, lambda g: _clip_each(g, clipnorm))
+    for variable, initial, want in zip(variables, CLIP_INITIAL, expected):
+        moved = keras.ops.convert_to_numpy(variable) - initial
+        np.testing.assert_allclose(moved, want - initial, rtol=1e-4, atol=1e-7)
+    # Clipping each variable on its own would move the second one otherwise, by far more than
+    # the tolerance above: the comparison tells the two apart.
+    tolerance = 1e-4 * np.abs(expected[1] - CLIP_INITIAL[1]).max() + 1e-7
+    assert np.abs(per_variable[1] - expected[1]).max() > 100 * tolerance
+
+
+def test_clipnorm_alone_clips_per_variable_as_the_runs_saved_before_global_clipnorm():
+    """An earlier run's config holds `clipnorm` (per variable, as it trained): given alone it
+    sets `global_clipnorm` to None, and the optimizer clips per variable; both set is refused."""
+    for name in ("seq2seq-bahdanau-small", "convs2s-small", "convs2s-wmt-en-ro"):
+        config = zoo.config(name, clipnorm=0.5)
+        assert config.clipnorm == 0.5 and config.global_clipnorm is None
+        assert zoo.config(name, clipnorm=None).global_clipnorm is not None  # the recipe's
+        optimizer = zoo.get(name, **tiny(name, clipnorm=0.5)).optimizer
+        assert optimizer.clipnorm == 0.5 and optimizer.global_clipnorm is None
+        neither = zoo.config(name, clipnorm=None, global_clipnorm=None)
+        assert neither.clipnorm is None and neither.global_clipnorm is None  # no clipping
+        with pytest.raises(ValueError, match=r"`clipnorm` must be None when global_clipnorm="):
+            zoo.config(name, clipnorm=0.5, global_clipnorm=1.0)
 
 
 def test_vit_recipe_is_adamw_with_warmup_and_cosine_decay():
@@ -764,6 +875,9 @@ BAD_OVERRIDES = [
     ("seq2seq-bahdanau-small", dict(dropout=-0.1), "dropout"),
     ("seq2seq-bahdanau-small", dict(cell="rnn"), "cell"),
     ("seq2seq-bahdanau-small", dict(clipnorm=0.0), "clipnorm"),
+    ("seq2seq-bahdanau-small", dict(global_clipnorm=0.0), "global_clipnorm"),
+    ("convs2s-small", dict(global_clipnorm=-1.0), "global_clipnorm"),
+    ("convs2s-small", dict(global_clipnorm=1.0, clipnorm=1.0), "clipnorm"),
     ("convs2s-small", dict(kernel_size=0), "kernel_size"),
     ("convs2s-small", dict(hidden_dim=-1), "hidden_dim"),
     ("convs2s-small", dict(dropout=1.0), "dropout"),

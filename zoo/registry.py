@@ -237,11 +237,22 @@ def config(name, *, weights=None, **overrides):
         overrides = weights_overrides(name, weights, overrides)
     base = _checked_fields(name, overrides)
     try:
-        return dataclasses.replace(base, **overrides)
+        return dataclasses.replace(base, **_one_of_each(base, overrides))
     except ArgumentError as error:  # a field's check (`keras_attention.checks`): the user's value
         if isinstance(error, ZooError):
             raise
         raise ZooError(str(error)) from None
+
+
+def _one_of_each(base, overrides):
+    """`overrides`, where a field of one of the config's `ONE_OF` groups, given alone (not None),
+    sets the group's others to None: `clipnorm=1.0`, Keras' per-variable clipping and the field
+    of runs saved before `global_clipnorm` (RNNsearch, ConvS2S), switches the recipe's off."""
+    for group in getattr(base, "ONE_OF", ()):
+        given = [field for field in group if field in overrides]
+        if len(given) == 1 and overrides[given[0]] is not None:
+            overrides = {**{field: None for field in group}, **overrides}
+    return overrides
 
 
 def _checked_fields(name, overrides):

@@ -54,7 +54,15 @@ class ConvS2SConfig(registry.TranslationConfig):
     their vocabularies default to `vocabulary_size` each. `embedding_dim` is F
     (embeddings, attention keys and values), `hidden_dim` D (the convolutions),
     `output_embedding_dim` the layer before the softmax.
+
+    The recipe rescales the whole gradient to norm at most `global_clipnorm` (0.1, as the
+    paper and fairseq's `--clip-norm`); `clipnorm` instead clips each variable's gradient on
+    its own (Keras'), the field of runs saved before `global_clipnorm`, which resume with
+    it. At most one is set (docs/math.md#gradient-clipping).
     """
+
+    # `zoo.config(name, clipnorm=...)` given alone sets `global_clipnorm` to None (registry).
+    ONE_OF = (("global_clipnorm", "clipnorm"),)
 
     vocabulary_size: int = 40000
     source_vocabulary_size: int | None = None
@@ -67,12 +75,13 @@ class ConvS2SConfig(registry.TranslationConfig):
     kernel_size: int = 3
     dropout: float = 0.2
     max_length: int = 1024
-    # Training recipe (section 4.1): Nesterov momentum 0.99, learning rate 0.25,
+    # Training recipe (section 4.2): Nesterov momentum 0.99, learning rate 0.25,
     # gradients renormalised to norm 0.1; "adam" is Adam at `learning_rate`.
     optimizer: str = "nesterov"
     learning_rate: float = 0.25
     momentum: float = 0.99
-    clipnorm: float = 0.1
+    global_clipnorm: float | None = 0.1  # the whole gradient's norm
+    clipnorm: float | None = None  # per variable (Keras'): runs saved before global_clipnorm
     label_smoothing: float = 0.0
     jit_compile: bool = False
 
@@ -86,7 +95,10 @@ class ConvS2SConfig(registry.TranslationConfig):
                             "target_vocabulary_size", allow_none=True)
         checks.check_fields(self, checks.check_rate, "dropout", "label_smoothing")
         checks.check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        checks.check_fields(self, checks.check_positive_number, "learning_rate", "clipnorm")
+        checks.check_positive_number("learning_rate", self.learning_rate)
+        checks.check_fields(self, checks.check_positive_number, "global_clipnorm", "clipnorm",
+                            allow_none=True)
+        checks.check_at_most_one(self, "global_clipnorm", "clipnorm")
         checks.check_rate("momentum", self.momentum)
 
     def num_params(self):
@@ -202,14 +214,15 @@ def build(config):
 
 
 def compile_model(model, config):
-    """The paper's recipe (Nesterov SGD, clipping) or Adam; masked cross-entropy and accuracy."""
+    """The paper's recipe (Nesterov SGD, the gradient's global norm clipped) or Adam (clipped
+    alike); masked cross-entropy and accuracy."""
+    clipping = dict(global_clipnorm=config.global_clipnorm, clipnorm=config.clipnorm)
     if config.optimizer == "nesterov":
         optimizer = keras.optimizers.SGD(
-            config.learning_rate, momentum=config.momentum, nesterov=True,
-            clipnorm=config.clipnorm,
+            config.learning_rate, momentum=config.momentum, nesterov=True, **clipping
         )
     else:
-        optimizer = keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm)
+        optimizer = keras.optimizers.Adam(config.learning_rate, **clipping)
     model.compile(
         optimizer=optimizer,
         loss=ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
@@ -240,7 +253,7 @@ registry.register(
     ConvS2SConfig(
         vocabulary_size=8000, embedding_dim=256, hidden_dim=256, output_embedding_dim=256,
         num_encoder_layers=4, num_decoder_layers=3, max_length=256,
-        optimizer="adam", learning_rate=1e-3, clipnorm=1.0,
+        optimizer="adam", learning_rate=1e-3, global_clipnorm=1.0,
     ),
     reference="CPU-sized ConvS2S: 4+3 layers of width 256, kernel 3 (fairseq's "
     "fconv_iwslt_de_en), Adam instead of the paper's Nesterov SGD",

@@ -165,13 +165,15 @@ def sync_gradient_clipping(optimizer):
 
     Keras 3 (TensorFlow backend) clips each replica's partial gradient and only
     then sums the replicas' gradients, so a clipped run on N replicas differs
-    from the same run on one device whenever clipping is active (the RNNsearch
-    and ViT recipes clip). Patched here on the instance: `_clip_gradients` first
-    sums the gradients over the replicas (the all-reduce Keras would do anyway)
-    and clips the sum; the later all-reduce is then skipped. Nothing changes on
-    a single replica, without clipping, or with gradient accumulation (left as
-    Keras does it). `zoo.get` applies it (through `prepare_model`) to every
-    model it compiles.
+    from the same run on one device whenever clipping is active (the RNNsearch,
+    ConvS2S and ViT recipes clip the global norm). Patched here on the instance:
+    `_clip_gradients` first sums the gradients of every variable over the
+    replicas (the all-reduce Keras would do anyway) and clips the sums, so
+    `global_clipnorm`'s norm is that of the whole summed gradient
+    (docs/math.md#gradient-clipping); the later all-reduce is then skipped.
+    Nothing changes on a single replica, without clipping, or with gradient
+    accumulation (left as Keras does it). `zoo.get` applies it (through
+    `prepare_model`) to every model it compiles.
 
     Args:
         optimizer: a `keras.optimizers.Optimizer` (a `LossScaleOptimizer` is

@@ -61,7 +61,15 @@ class Seq2SeqConfig(registry.TranslationConfig):
     pointer-generator's (`ka.PointerGenerator`) and `coverage=True` adds See et
     al.'s coverage, with its loss weighted by `coverage_weight`; label smoothing
     then spreads over the fixed target vocabulary only.
+
+    The recipe rescales the whole gradient to norm at most `global_clipnorm` (1, as the
+    paper); `clipnorm` instead clips each variable's gradient on its own (Keras'), the field
+    of runs saved before `global_clipnorm`, which resume with it. At most one is set
+    (docs/math.md#gradient-clipping).
     """
+
+    # `zoo.config(name, clipnorm=...)` given alone sets `global_clipnorm` to None (registry).
+    ONE_OF = (("global_clipnorm", "clipnorm"),)
 
     vocabulary_size: int = 30000
     source_vocabulary_size: int | None = None
@@ -85,7 +93,8 @@ class Seq2SeqConfig(registry.TranslationConfig):
     max_length: int = 256
     # Training recipe.
     learning_rate: float = 1e-3
-    clipnorm: float = 1.0
+    global_clipnorm: float | None = 1.0  # the whole gradient's norm (Bahdanau et al. 2015)
+    clipnorm: float | None = None  # per variable (Keras'): runs saved before global_clipnorm
     label_smoothing: float = 0.0
     jit_compile: bool = False
 
@@ -105,7 +114,10 @@ class Seq2SeqConfig(registry.TranslationConfig):
         checks.check_number("coverage_weight", self.coverage_weight, 0)
         checks.check_choice("cell", self.cell, ("gru", "lstm"))
         checks.check_choice("attention", self.attention, ATTENTIONS)
-        checks.check_fields(self, checks.check_positive_number, "learning_rate", "clipnorm")
+        checks.check_positive_number("learning_rate", self.learning_rate)
+        checks.check_fields(self, checks.check_positive_number, "global_clipnorm", "clipnorm",
+                            allow_none=True)
+        checks.check_at_most_one(self, "global_clipnorm", "clipnorm")
         if self.jit_compile:
             raise ZooError(
                 "`jit_compile=True` is not supported for the RNN encoder-decoder: its decoder "
@@ -265,15 +277,17 @@ def build(config):
 
 
 def compile_model(model, config):
-    """Adam with gradient-norm clipping, masked cross-entropy (with `copy`: the mixture's
-    negative log-likelihood), masked accuracy."""
+    """Adam with the gradient's global norm clipped, masked cross-entropy (with `copy`: the
+    mixture's negative log-likelihood), masked accuracy."""
     if config.copy:
         loss = ka.PointerGeneratorCrossentropy(config.target_vocab,
                                                label_smoothing=config.label_smoothing)
     else:
         loss = ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing)
     model.compile(
-        optimizer=keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm),
+        optimizer=keras.optimizers.Adam(config.learning_rate,
+                                        global_clipnorm=config.global_clipnorm,
+                                        clipnorm=config.clipnorm),
         loss=loss,
         metrics=[ka.MaskedAccuracy()],
         jit_compile=ka.backends.jit_compile(config.jit_compile),

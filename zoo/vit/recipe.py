@@ -1,5 +1,6 @@
 """The ViT training recipe (`ViTConfig`'s recipe fields): AdamW with warm-up and cosine
-decay, the keras_attention loss and metric, and linear probing (`freeze_backbone`).
+decay and global-norm clipping, the keras_attention loss and metric, and linear probing
+(`freeze_backbone`).
 
 Both are importable from `zoo.vit` too.
 """
@@ -7,6 +8,10 @@ Both are importable from `zoo.vit` too.
 import keras
 
 import keras_attention as ka
+
+# The whole gradient is rescaled to norm at most 1 (Dosovitskiy et al. 2021, appendix B.1:
+# "gradient clipping at global norm 1"); Keras' `clipnorm` would clip each variable's alone.
+GLOBAL_CLIPNORM = 1.0
 
 
 def freeze_backbone(model):
@@ -25,14 +30,16 @@ def freeze_backbone(model):
 
 
 def compile_model(model, config):
-    """AdamW, linear warm-up to `learning_rate` then cosine decay; cross-entropy; accuracy."""
+    """AdamW, linear warm-up to `learning_rate` then cosine decay, the gradient's global norm
+    clipped at 1 (docs/math.md#gradient-clipping); cross-entropy; accuracy."""
     schedule = keras.optimizers.schedules.CosineDecay(
         initial_learning_rate=0.0 if config.warmup_steps else config.learning_rate,
         decay_steps=config.decay_steps,
         warmup_target=config.learning_rate if config.warmup_steps else None,
         warmup_steps=config.warmup_steps,
     )
-    optimizer = keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, clipnorm=1.0)
+    optimizer = keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay,
+                                       global_clipnorm=GLOBAL_CLIPNORM)
     optimizer.exclude_from_weight_decay(
         var_names=["bias", "gamma", "beta", "position_embeddings", "token"]
     )

@@ -32,7 +32,7 @@ from zoo.vit.weights.resample import resample_position_embeddings
 # The fine-tuning recipe of a model loaded with weights (overrides given to
 # `zoo.get` win): AdamW at a learning rate 30 times lower than from scratch,
 # a 100-step warm-up, and no weight decay, as Google's fine-tuning (Dosovitskiy
-# et al., 2021, Appendix B.1.1; gradient clipping at norm 1 is the zoo's
+# et al., 2021, Appendix B.1.1; clipping at global norm 1 is the zoo's
 # recipe already). With `trainable_backbone=False` (only the head trains, a
 # linear probe) the learning rate is `LINEAR_PROBE_LEARNING_RATE`.
 FINE_TUNING = dict(learning_rate=3e-5, warmup_steps=100, weight_decay=0.0)
