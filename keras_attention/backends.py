@@ -62,6 +62,18 @@ def sync_training_state(model):
         sync()
 
 
+def process_index():
+    """This process's index among a JAX job's processes (`jax.process_index()`, 0 to
+    `process_count() - 1`; process 0 keeps the files); 0 on the other backends, whose jobs
+    are TensorFlow's (`tf.distribute`)."""
+    return jax.process_index() if backend() == "jax" else 0
+
+
+def process_count():
+    """The processes of a JAX job (`keras.distribution.initialize`); 1 on other backends."""
+    return jax.process_count() if backend() == "jax" else 1
+
+
 def is_traced(value):
     """Whether `value` is an abstract value of a function JAX is tracing (`jax.core.Tracer`),
     as opposed to a concrete array, which a traced function holds as a constant. False on the

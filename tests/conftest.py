@@ -9,6 +9,7 @@ import importlib.util
 import os
 import pathlib
 import runpy
+import subprocess
 import sys
 
 import pytest
@@ -410,3 +411,26 @@ def fashion_run(tmp_path_factory):
     stdout, result = _zoo_train("vit-tiny", "fashion-mnist", root / "run", overrides, options)
     with _read_only(root, "fashion_run"):
         yield TrainedRun(root / "run", stdout, result, overrides, options, arrays)
+
+
+@pytest.fixture
+def processes():
+    """Starts processes (`start(argv, env, log)`, run from the repository's root, stdout and
+    stderr appended to `log`); whatever happens, every one still running is killed at the end."""
+    started = []
+
+    def start(argv, env, log):
+        with open(log, "ab") as output:
+            process = subprocess.Popen(
+                argv, env=env, cwd=pathlib.Path(__file__).resolve().parent.parent,
+                stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)

@@ -1,7 +1,8 @@
 """Runs one `zoo train ...` command line, as one worker of a job, with probes for the tests.
 
 Run by tests/test_distribute.py, one process per worker (`TF_CONFIG` set for
-`--strategy multiworker`), and as `main(argv)` in the test's own process for its
+`--strategy multiworker`; under JAX, `--coordinator`, `--num-processes` and `--process-id`),
+and as `main(argv)` in the test's own process for its
 single-replica reference (`--strategy mirrored` on that process's one device):
 
     python tests/distributed_worker.py --weights FILE --log FILE [--pause-at E:B] \
@@ -67,9 +68,10 @@ def main(argv=None):
         epoch = None
 
         def on_train_begin(self, logs=None):
-            strategy = self.model.distribute_strategy
-            write(event="start", chief=distribute.is_chief(strategy),
-                  replicas=strategy.num_replicas_in_sync)
+            strategy = _strategy(self.model)
+            replicas = (strategy.num_replicas_in_sync if strategy is not None
+                        else len(keras.distribution.list_devices()))  # JAX: the job's devices
+            write(event="start", chief=distribute.is_chief(strategy), replicas=replicas)
 
         def on_epoch_begin(self, epoch, logs=None):
             self.epoch = epoch
@@ -108,7 +110,7 @@ def main(argv=None):
 
     result = results[0]
     model = result.model
-    strategy = model.distribute_strategy
+    strategy = _strategy(model)
     np.savez(args.weights, **{w.path: w.numpy() for w in model.weights})
     export = None
     if not args.no_export:
@@ -118,6 +120,11 @@ def main(argv=None):
     write(event="done", epochs=result.epochs, initial_epoch=result.initial_epoch, export=export,
           export_exists=export is not None and os.path.exists(export))
     return 0
+
+
+def _strategy(model):
+    """The model's `tf.distribute` strategy; None on JAX (`keras.distribution`)."""
+    return getattr(model, "distribute_strategy", None)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ REFUSED = {
     "export": ["export", "RUN", "--to", "OUT/saved_models"],
     "evaluate": ["evaluate", "RUN"],
     "predict": ["predict", "RUN", "elf"],
+    "tpu": ["train", "transformer-tiny", "--data", "numbers", "--strategy", "tpu",
+            "--out", "OUT/tpu"],
+    # Not a refusal of JAX: a JAX job needs its processes named (tests/test_jax_processes.py).
     "multiworker": ["train", "transformer-tiny", "--data", "numbers", "--strategy", "multiworker",
                     "--out", "OUT/multiworker"],
 }

@@ -174,14 +174,6 @@ def test_tensorflow_only_features_name_the_backend_they_need(tmp_path):
         zoo.get("vit-tiny", strategy="mirrored")
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
-    if BACKEND != "tensorflow":
-        sys.exit("record under TensorFlow: KERAS_BACKEND=tensorflow")
-    RECORD.write_text(json.dumps({name: training_trace(name) for name in sorted(FAMILIES)},
-                                 indent=1) + "\n")
-    print(f"wrote {RECORD}")
-
-
 # === A budget's corrections reach the compiled training step ===
 
 
@@ -261,3 +253,11 @@ def test_a_budget_outside_the_optimizers_state_is_named_when_jax_traces_it():
     model.optimizer.learning_rate = schedule
     with pytest.warns(UserWarning, match=r"schedule\.attach\(optimizer\)"):
         model.fit(np.zeros((1, 1), "float32"), np.zeros((1, 1), "float32"), verbose=0)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
+    if BACKEND != "tensorflow":
+        sys.exit("record under TensorFlow: KERAS_BACKEND=tensorflow")
+    RECORD.write_text(json.dumps({name: training_trace(name) for name in sorted(FAMILIES)},
+                                 indent=1) + "\n")
+    print(f"wrote {RECORD}")

@@ -69,7 +69,11 @@ def _check_losses(report):
         assert losses[-1] < losses[0], (name, losses)
     if report["backend"] != "jax":
         assert report["distribution"] is None and report["losses"] == {}
+        assert "layouts" not in report
         return
+    assert report["layouts"] == {  # ModelParallel's, over the 2 devices (zoo.layouts)
+        "encoder_block_0/self_attention/query_kernel": [None, "model", None],
+        "head/kernel": ["model", None]}
     assert report["devices"] == 2 and report["distribution"] == "DataParallel"
     assert sorted(report["losses"]) == ["transformer-tiny", "vit-tiny"]
     for name, losses in report["losses"].items():

@@ -186,27 +186,6 @@ def _events(path):
     return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line]
 
 
-@pytest.fixture
-def processes():
-    """Starts processes; whatever happens, every one still running is killed at the end."""
-    started = []
-
-    def start(argv, env, log):
-        with open(log, "ab") as output:
-            process = subprocess.Popen(
-                argv, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=30)
-
-
 def _wait(process, deadline, output):
     try:
         return process.wait(timeout=max(1.0, deadline - time.monotonic()))

@@ -186,3 +186,19 @@ def test_cli_train_on_tpu_without_tpu_exits_2_with_one_line(two_commands):
     errors = [line for line in result["stderr"].splitlines() if line.startswith("zoo train: error:")]
     assert len(errors) == 1 and "No TPU found (--tpu 'local')" in errors[0], result["stderr"][-2000:]
     assert not result["out"].exists()
+
+
+def test_the_process_settings_of_a_jax_job_are_refused_elsewhere(monkeypatch):
+    """`--coordinator`, `--num-processes`, `--process-id` (`distribute.Processes`) start a JAX
+    job (tests/test_jax_processes.py); with TensorFlow, whose workers read TF_CONFIG, they are
+    refused before any work, and none given (the CLI's default) changes nothing."""
+    processes = distribute.Processes("localhost:1234", 2, 0)
+    for strategy in ("multiworker", "mirrored", None):
+        with pytest.raises(ValueError, match="are for --strategy multiworker on JAX"):
+            distribute.place(strategy, processes=processes)
+    assert distribute.place("default", processes=distribute.Processes()).name == "default"
+    for name in distribute.placement.PROCESS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert not distribute.Processes().given() and processes.given()
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+    assert distribute.Processes().given()

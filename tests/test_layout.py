@@ -7,7 +7,7 @@ The order, bottom to top (a module may import its own level and those below):
     errors, files, locks, progress, moved,             shared plumbing
       checkpoints, torch_pickle, families
     text                                                tokenizers and special ids
-    distribute, registry, description                   strategies, registration
+    distribute, registry, description, layouts          strategies, registration, layout maps
     datasets                                            data, pipelines, preparation
     transformer, seq2seq, convs2s, vit                  the model families
     decode                                              greedy, beam, sampling
@@ -35,7 +35,7 @@ LEVELS = (
     ("zoo.errors", "zoo.files", "zoo.locks", "zoo.progress", "zoo.moved", "zoo.checkpoints",
      "zoo.families"),
     ("zoo.text",),
-    ("zoo.distribute", "zoo.registry", "zoo.description"),
+    ("zoo.distribute", "zoo.registry", "zoo.description", "zoo.layouts"),
     ("zoo.datasets",),
     ("zoo.transformer", "zoo.seq2seq", "zoo.convs2s", "zoo.vit"),
     ("zoo.decode",),
@@ -48,8 +48,10 @@ LEVELS = (
 # The flat modules of `zoo/` besides the packages: a new one needs a reason.
 # errors: `ZooError`, the user's mistakes, raised at every level, so it sits below them all.
 # locks: one writer per directory, which `runs`, `tuning` and `cli` take, beside `files`.
+# layouts: `zoo.layout_map`, for JAX's ModelParallel: not in `distribute`, whose package
+# imports TensorFlow (tf.distribute), so that it works where TensorFlow is not installed.
 FLAT = {"__init__", "__main__", "checkpoints", "description", "errors", "families", "files",
-        "locks", "moved", "progress", "registry"}
+        "layouts", "locks", "moved", "progress", "registry"}
 
 
 def _module_name(path):

@@ -21,7 +21,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
         "--train-size", "10", "--test-size", "4", "--test-ratio", "0.3", "--test-file", "t.tsv",
         "--weights", "w.npz", "--tokenizer", "wordpiece", "--batch-tokens", "512",
         "--schedule", "budget-cosine", "--steps-per-epoch", "40", "--average-checkpoints", "3",
-        "--warmup-ratio", "0.2", "--data-seed", "7",
+        "--warmup-ratio", "0.2", "--data-seed", "7", "--model-parallel", "2",
     ])
     given = {name: getattr(args, name) for name in TrainingOptions.names()}
     assert None not in given.values(), given
@@ -36,6 +36,7 @@ def test_zoo_train_has_a_flag_for_every_option_and_passes_each_one():
     assert options.training_section()["average_checkpoints"] == 3
     assert options.training_section()["warmup_ratio"] == 0.2
     assert options.data_section()["data_seed"] == 7
+    assert options.training_section()["model_parallel"] == 2
 
 
 def test_sections_are_the_config_json_ones_with_defaults_filled_in():

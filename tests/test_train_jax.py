@@ -103,18 +103,28 @@ def test_zoo_export_of_the_jax_run_serves_its_translations(jax_run, tmp_path):
     assert json.loads(served.out) == runs.predict(jax_run / "run", sentences, beam_size=1)
 
 
-@pytest.mark.parametrize("what", ["export", "evaluate", "predict", "multiworker"])
+@pytest.mark.parametrize("what", ["export", "evaluate", "predict", "tpu"])
 def test_what_needs_tensorflow_refuses_jax_in_one_line(jax_run, what):
     refused = _json(jax_run / "report.json")["refused"][what]
-    command = "train" if what == "multiworker" else what
-    feature = {"export": "zoo export", "multiworker": "the multiworker strategy (tf.distribute)"
+    command = "train" if what == "tpu" else what
+    feature = {"export": "zoo export", "tpu": "the tpu strategy (tf.distribute)"
                }.get(what, f"zoo {what} of a translation run (decoding)")
     assert refused["code"] == 2
     assert refused["stderr"].count("\n") == 1, refused["stderr"]
     assert refused["stderr"].startswith(
         f"zoo {command}: error: {feature} needs the TensorFlow backend: KERAS_BACKEND=tensorflow "
         "(this process runs Keras on jax)")
-    assert not (jax_run / "saved_models").exists() and not (jax_run / "multiworker").exists()
+    assert not (jax_run / "saved_models").exists() and not (jax_run / "tpu").exists()
+
+
+def test_a_jax_job_without_its_processes_is_refused_in_one_line(jax_run):
+    refused = _json(jax_run / "report.json")["refused"]["multiworker"]
+    assert refused["code"] == 2 and refused["stderr"].count("\n") == 1, refused["stderr"]
+    assert refused["stderr"].startswith(
+        "zoo train: error: --strategy multiworker on JAX needs the job's processes: "
+        "--coordinator HOST:PORT --num-processes N --process-id I, or Keras's "
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES"), refused["stderr"]
+    assert not (jax_run / "multiworker").exists()
 
 
 def test_mirrored_is_data_parallel_over_the_local_devices_on_jax(jax_run):

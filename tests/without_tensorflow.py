@@ -12,7 +12,9 @@ each again from the same weights under `keras.distribution.DataParallel` over 2 
 (the test compares the losses, as tests/test_distribute.py does for `tf.distribute`'s
 Mirrored); Keras 3 has no distribution API for PyTorch, so there it trains on one device.
 Saves the transformer as `OUT_DIR/transformer.keras` with a batch (`inputs.npz`) and its
-outputs (`outputs.npy`), and writes what it saw to `OUT_DIR/report.json`.
+outputs (`outputs.npy`), and writes what it saw to `OUT_DIR/report.json`. Under JAX it also
+writes layouts of vit-tiny's weights over the 2 devices (`zoo.layouts.model_parallel`:
+`keras.distribution.ModelParallel`).
 """
 
 import sys
@@ -107,6 +109,10 @@ def main(out):
               "devices": len(parallel.device_mesh.devices) if parallel else 1,
               "distribution": type(parallel).__name__ if parallel else None}
     report["described"] = [zoo.describe(name).name for name in zoo.list()]
+    if parallel is not None:  # JAX: ModelParallel's layout map (zoo.layouts) needs no TensorFlow
+        sharded = zoo.layouts.model_parallel("vit-tiny", 2)
+        report["layouts"] = {path: list(sharded.get_tensor_layout(path).axes) for path in (
+            "encoder_block_0/self_attention/query_kernel", "head/kernel")}
     report["built"] = {name: zoo.get(name, **kwargs).count_params()
                        for name, kwargs in SMALLEST.items()}
     rng = np.random.default_rng(0)

@@ -7,6 +7,7 @@
     print(zoo.describe("transformer-base"))
     vit = zoo.get("vit-b16", weights="ViT-B_16.npz", num_classes=10)  # pretrained (zoo.vit.weights)
     zoo.export(model, "saved_models/numbers", tokenizer=tokenizer)  # TF Serving SavedModel
+    layouts = zoo.layout_map("transformer-base", mesh)  # keras.distribution.ModelParallel (JAX)
 
 `zoo.export` is the package `zoo/export/`, callable: `zoo.export(...)` and
 `from zoo.export import export` are the same function.
@@ -18,6 +19,7 @@ from keras_attention import backends
 from zoo import convs2s, families, moved, registry, seq2seq, transformer, vit
 from zoo.description import Description, describe
 from zoo.errors import ZooError
+from zoo.layouts import layout_map
 from zoo.registry import (
     UnknownModelError,
     config,
@@ -103,6 +105,7 @@ __all__ = [
     "export",
     "get",
     "hypermodel",
+    "layout_map",
     "list",
     "marian",
     "register",

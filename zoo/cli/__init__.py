@@ -3,8 +3,8 @@
     zoo list [PATTERN]
     zoo describe NAME [--set key=value ...] [--json]
     zoo train NAME --data DATASET [--epochs N --batch-size N --max-steps N --strategy S
-                                   --mixed-precision [P] --jit --out RUN_DIR --config FILE
-                                   --weights PATH --tokenizer sentencepiece|wordpiece
+                                   --model-parallel N --mixed-precision [P] --jit --out RUN_DIR
+                                   --config FILE --weights PATH --tokenizer sentencepiece|wordpiece
                                    --set key=value ...]
     zoo evaluate RUN_DIR [--checkpoint best|last|average --beam-size K --limit N --confidence [N]]
     zoo compare RUN_A RUN_B [--beam-size K --limit N --samples N]

@@ -18,6 +18,7 @@ from zoo.text import tokenizers
 def _cmd_train(args):
     runs.train(
         args.name, args.data, args.out, strategy=args.strategy, tpu=args.tpu,
+        processes=distribute.Processes(args.coordinator, args.num_processes, args.process_id),
         overrides=parse_overrides(args.set), config_file=args.config,
         **{name: getattr(args, name) for name in TrainingOptions.names()},
     )
@@ -28,7 +29,9 @@ FIT_HELPS = dict(
     epochs="epochs (default 10; with --time-limit or --max-steps, as many as the budget "
     "allows)",
     batch_size="examples per replica per step (default 64 for text, 128 for images)",
-    strategy="tf.distribute strategy (default: one device)",
+    strategy="where it trains (default: one device): mirrored, the local devices; multiworker, "
+    "several machines (TensorFlow: TF_CONFIG; JAX: --coordinator, --num-processes, --process-id); "
+    "tpu (TensorFlow)",
     set="override a config field (after --config); repeatable",
     seed="random seed of the weights, dropout and batch order (default 0); the test "
     "split has its own, --data-seed",
@@ -106,6 +109,20 @@ def _add_budget_arguments(p):
 def _add_device_arguments(p):
     """Where and how it runs: the TPU, mixed precision, XLA."""
     p.add_argument("--tpu", help="TPU name or grpc:// address for --strategy tpu")
+    p.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="JAX, --strategy multiworker: process 0's address (default: Keras's "
+                   "KERAS_DISTRIBUTION_JOB_ADDRESSES, else what JAX finds of its cluster)")
+    p.add_argument("--num-processes", type=positive_int, metavar="N",
+                   help="JAX, --strategy multiworker: the job's processes (default: "
+                   "KERAS_DISTRIBUTION_NUM_PROCESSES)")
+    p.add_argument("--process-id", type=int, metavar="I",
+                   help="JAX, --strategy multiworker: this process, 0 to N-1; 0 keeps the "
+                   "files (default: KERAS_DISTRIBUTION_PROCESS_ID)")
+    p.add_argument("--model-parallel", type=positive_int, metavar="N",
+                   help="JAX: split the attention and feed-forward kernels and the embeddings "
+                   "over N devices (keras.distribution.ModelParallel, zoo.layout_map), each "
+                   "batch over the devices / N others; N must divide the devices; instead of "
+                   "--strategy")
     p.add_argument("--mixed-precision", nargs="?", const="auto", metavar="POLICY",
                    choices=("auto", "float16", "bfloat16", "float32"),
                    help="mixed precision: auto (the default without POLICY: bfloat16 on TPU and "

@@ -86,7 +86,8 @@ from the last completed epoch: only the interrupted epoch is redone.
 
 On JAX, `zoo train` trains under `keras.distribution` instead: `place` resolves a
 strategy name on the backend in use (`"mirrored"`: `DataParallel` over the local
-devices), and `scope(model)` is the strategy's scope on TensorFlow, a null context
+devices; `"multiworker"`: over every device of a job of several processes, `Processes`,
+process 0 keeping the files), and `scope(model)` is the strategy's scope on TensorFlow, a null context
 elsewhere (`placement`).
 
 The modules, one concern each: `strategies` (`get_strategy`, `check_jit_compile`,
@@ -98,6 +99,7 @@ applies), `sharding` (`shard_by_data`, `dataset_options`, `even_batches`) and `w
 
 from zoo.distribute.placement import (
     Placement,
+    Processes,
     fit_data,
     place,
     scope,
@@ -130,6 +132,7 @@ from zoo.distribute.workers import (
 __all__ = [
     "STRATEGIES",
     "Placement",
+    "Processes",
     "check_jit_compile",
     "cleanup_worker_dir",
     "dataset_options",

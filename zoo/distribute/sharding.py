@@ -62,3 +62,19 @@ def even_batches(dataset, multiple, pad_id=None):
         return x, grow(y), weight
 
     return dataset.map(pad)
+
+
+def process_share(dataset, count, index):
+    """Process `index`'s share of each batch of `dataset`, one of `count` equal parts (the
+    batches split evenly: `even_batches`), in order: what a JAX job of `count` processes
+    gives `fit`, which joins the shares into the global batch, process 0's first
+    (`jax.make_array_from_process_local_data`). Keras's own `distribute_dataset` does the
+    same only for batches of one known size, which length buckets are not.
+    """
+
+    def share(*batch):
+        size = tf.shape(batch[1])[0] // count
+        return tuple(tf.nest.map_structure(lambda t: t[index * size:(index + 1) * size], part)
+                     for part in batch)
+
+    return dataset.map(share)

@@ -7,12 +7,18 @@ import tempfile
 
 import tensorflow as tf
 
+from keras_attention import backends
+
 # Temporary directories made by `worker_dir` / `worker_path` in this process.
 _TEMP_DIRS = set()
 
 
 def _task(strategy):
-    """`(task_type, task_id)` of this process in a multi-worker cluster, else `(None, None)`."""
+    """`(task_type, task_id)` of this process in a multi-worker cluster, else `(None, None)`:
+    a `MultiWorkerMirroredStrategy`'s task, or on JAX (no strategy) `("worker", process
+    index)` in a job of several processes (`keras.distribution.initialize`)."""
+    if strategy is None and backends.process_count() > 1:
+        return "worker", backends.process_index()
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return None, None
     resolver = strategy.cluster_resolver
@@ -24,10 +30,13 @@ def _task(strategy):
 def is_chief(strategy):
     """Whether this process keeps the files: always, except for the non-chief workers
     of a `MultiWorkerMirroredStrategy` cluster (the chief is the `"chief"` task, or
-    worker 0 when the cluster has no chief)."""
+    worker 0 when the cluster has no chief) and, on JAX (`strategy` None), the processes
+    of a job but process 0."""
     task_type, task_id = _task(strategy)
     if task_type is None or task_type == "chief":
         return True
+    if strategy is None:  # a JAX job: process 0
+        return task_id == 0
     cluster = strategy.cluster_resolver.cluster_spec().as_dict()
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
 

@@ -65,6 +65,10 @@ class TrainingOptions:
     mixed_precision: str | None = _option(
         "training", "mixed precision: auto, float16, bfloat16 or float32")
     jit: bool | None = _option("training", "XLA compilation (sets the config's jit_compile)")
+    model_parallel: int | None = _option(
+        "training", "JAX: split the attention and feed-forward kernels and the embeddings over "
+        "N devices, each batch over the others (keras.distribution.ModelParallel, "
+        "zoo.layout_map)")
     separate_vocabularies: bool | None = _option(
         "training", "translation: one vocabulary per language instead of a shared one",
         default=False)
@@ -91,7 +95,8 @@ class TrainingOptions:
         "and test pairs, whatever --seed is", default=0)
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "batch_tokens", "max_steps", "steps_per_epoch"):
+        for name in ("epochs", "batch_size", "batch_tokens", "max_steps", "steps_per_epoch",
+                     "model_parallel"):
             check_positive_int(name, getattr(self, name), allow_none=True)
         check_int("data_seed", self.data_seed, 0, allow_none=True)
         if self.average_checkpoints is not None:

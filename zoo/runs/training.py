@@ -27,7 +27,7 @@ import pathlib
 
 import keras
 
-from zoo import datasets, distribute, locks, registry
+from zoo import datasets, distribute, layouts, locks, registry
 from zoo.datasets.preparation import (
     check_data_fits,
     image_datasets,
@@ -61,8 +61,9 @@ def _default_out(name):
     return pathlib.Path("runs") / f"{name}-{stamp}"
 
 
-def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
-          config_file=None, callbacks=None, verbose=None, quiet=False, **options):
+def train(name, data=None, out=None, *, strategy=None, tpu=None, processes=None,
+          overrides=None, config_file=None, callbacks=None, verbose=None, quiet=False,
+          **options):
     """Train the zoo model `name` on a dataset, writing a run directory.
 
     The model is built by `zoo.get(name, strategy=..., **config)` and
@@ -84,9 +85,13 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             holds an unfinished run, that run is resumed.
         strategy: `"default"`, `"mirrored"`, `"multiworker"`, `"tpu"`
             (`zoo.distribute.get_strategy`) or a `tf.distribute.Strategy`; on JAX
-            `"default"` or `"mirrored"` (`keras.distribution.DataParallel` over the
-            local devices; `zoo.distribute.place`).
+            `"default"`, `"mirrored"` (`keras.distribution.DataParallel` over the
+            local devices) or `"multiworker"` (over a job of several processes, one call
+            each; process 0 writes `out`; `zoo.distribute.place`).
         tpu: the TPU for `strategy="tpu"`.
+        processes: on JAX with `"multiworker"`, a `zoo.distribute.Processes` (the
+            coordinator's address, the number of processes, this one's index); default:
+            Keras's `KERAS_DISTRIBUTION_*` variables, else JAX's cluster detection.
         overrides: config fields to change, e.g. `{"num_encoder_layers": 1}`.
         config_file: a JSON file of config fields (applied before `overrides`):
             a flat object, a run's `config.json` or `zoo tune`'s
@@ -131,16 +136,37 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, overrides=None,
             (`RunFinishedError`).
         FileNotFoundError: a missing data or config file.
     """
+    run_dir = pathlib.Path(out) if out is not None else _default_out(name)
     # The strategy first: MultiWorkerMirroredStrategy must exist before any TF op runs.
-    placement = distribute.place(strategy, tpu=tpu)
+    with _model_parallel(name, run_dir, strategy, config_file, overrides, options):
+        placement = distribute.place(strategy, tpu=tpu, processes=processes)
     strategy = placement.strategy  # tf.distribute's; None on other backends
     registry.entry(name)  # an unknown name fails here, before anything else
-    run_dir = pathlib.Path(out) if out is not None else _default_out(name)
     # One writer per run directory (`zoo.locks`): the chief's, on a cluster.
     with (locks.hold(run_dir, "zoo train") if distribute.is_chief(strategy)
           else contextlib.nullcontext()):
         return _train_locked(name, data, run_dir, placement, config_file, overrides, options,
                              callbacks, verbose, quiet)
+
+
+def _model_parallel(name, run_dir, strategy, config_file, overrides, options):
+    """The scope of `model_parallel=N` (`zoo train --model-parallel N`), else of the resumed
+    run's `training.model_parallel`: `zoo.layouts.model_parallel`'s distribution, which
+    `distribute.place("default")` takes, its layout map from the run's sizes (the resumed
+    run's config, else `config_file`, `overrides` and `weights`); a null one without either."""
+    saved = read_config(run_dir) if (run_dir / "config.json").is_file() else None
+    size = options.get("model_parallel") or (saved or {}).get("training", {}).get(
+        "model_parallel")
+    if size is None:
+        return contextlib.nullcontext()
+    if saved is not None:
+        sizes = dict(saved["model_config"])
+    else:
+        sizes = read_config_file(config_file)[0] if config_file is not None else {}
+        sizes.update(overrides or {})
+        if options.get("weights") is not None:
+            sizes["weights"] = options["weights"]
+    return layouts.model_parallel(name, size, strategy, **sizes).scope()
 
 
 def _train_locked(name, data, run_dir, placement, config_file, overrides, options, callbacks,
