@@ -30,7 +30,7 @@ from test_backend_training import FAMILIES, _data, _set_seeded_weights
 
 import zoo
 from zoo import cli, registry
-from zoo.runs import training
+from zoo.runs import placing
 
 MESH = ((2, 4), ("batch", "model"))
 # One block of each kind (the layout map's keys match every block alike): half the compiling.
@@ -133,7 +133,7 @@ def zoo_command(*argv):
 def resumed_distribution(run_dir):
     """The mesh of the distribution `zoo train transformer-tiny --out run_dir` (no
     `--model-parallel`) would train under: the run's own, read back from its config.json."""
-    with training._model_parallel("transformer-tiny", pathlib.Path(run_dir), None, None, None,
+    with placing.model_parallel("transformer-tiny", pathlib.Path(run_dir), None, None, None,
                                   {}):
         distribution = keras.distribution.distribution()
         return {"distribution": type(distribution).__name__,

@@ -27,7 +27,7 @@ import pathlib
 
 import keras
 
-from zoo import datasets, distribute, layouts, locks, registry
+from zoo import datasets, distribute, locks, registry
 from zoo.datasets.preparation import (
     check_data_fits,
     image_datasets,
@@ -38,7 +38,7 @@ from zoo.datasets.preparation import (
 )
 from zoo.errors import ZooError
 from zoo.progress import say
-from zoo.runs import budget, imported, pacing, short_budget
+from zoo.runs import budget, imported, pacing, placing, short_budget
 from zoo.runs.callbacks import has_backup
 from zoo.runs.fitting import finish, fit
 from zoo.runs.options import TrainingOptions, check_resume, resolve_mixed_precision
@@ -89,8 +89,7 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, processes=None,
             local devices) or `"multiworker"` (over a job of several processes, one call
             each; process 0 writes `out`; `zoo.distribute.place`).
         tpu: the TPU for `strategy="tpu"`.
-        processes: on JAX with `"multiworker"`, a `zoo.distribute.Processes` (the
-            coordinator's address, the number of processes, this one's index); default:
+        processes: on JAX with `"multiworker"`, a `zoo.distribute.Processes`; default:
             Keras's `KERAS_DISTRIBUTION_*` variables, else JAX's cluster detection.
         overrides: config fields to change, e.g. `{"num_encoder_layers": 1}`.
         config_file: a JSON file of config fields (applied before `overrides`):
@@ -138,8 +137,8 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, processes=None,
     """
     run_dir = pathlib.Path(out) if out is not None else _default_out(name)
     # The strategy first: MultiWorkerMirroredStrategy must exist before any TF op runs.
-    with _model_parallel(name, run_dir, strategy, config_file, overrides, options):
-        placement = distribute.place(strategy, tpu=tpu, processes=processes)
+    placement = placing.place(name, run_dir, strategy, tpu, processes,
+                              (config_file, overrides, options))
     strategy = placement.strategy  # tf.distribute's; None on other backends
     registry.entry(name)  # an unknown name fails here, before anything else
     # One writer per run directory (`zoo.locks`): the chief's, on a cluster.
@@ -147,26 +146,6 @@ def train(name, data=None, out=None, *, strategy=None, tpu=None, processes=None,
           else contextlib.nullcontext()):
         return _train_locked(name, data, run_dir, placement, config_file, overrides, options,
                              callbacks, verbose, quiet)
-
-
-def _model_parallel(name, run_dir, strategy, config_file, overrides, options):
-    """The scope of `model_parallel=N` (`zoo train --model-parallel N`), else of the resumed
-    run's `training.model_parallel`: `zoo.layouts.model_parallel`'s distribution, which
-    `distribute.place("default")` takes, its layout map from the run's sizes (the resumed
-    run's config, else `config_file`, `overrides` and `weights`); a null one without either."""
-    saved = read_config(run_dir) if (run_dir / "config.json").is_file() else None
-    size = options.get("model_parallel") or (saved or {}).get("training", {}).get(
-        "model_parallel")
-    if size is None:
-        return contextlib.nullcontext()
-    if saved is not None:
-        sizes = dict(saved["model_config"])
-    else:
-        sizes = read_config_file(config_file)[0] if config_file is not None else {}
-        sizes.update(overrides or {})
-        if options.get("weights") is not None:
-            sizes["weights"] = options["weights"]
-    return layouts.model_parallel(name, size, strategy, **sizes).scope()
 
 
 def _train_locked(name, data, run_dir, placement, config_file, overrides, options, callbacks,
