@@ -9,7 +9,7 @@ beside the JSON as `.md`), ready for benchmarks/README.md. What it measures:
 - **peak**: an 8192³ bfloat16 matmul through `jax.jit` (random normal operands, median
   of 5 groups of 10 back-to-back calls, each group ended by `block_until_ready`);
 - **vit-b16 training**: `zoo.get("vit-b16", jit_compile=True)` (224×224×3, 1,000 classes,
-  its own recipe: AdamW, warm-up and cosine decay, `clipnorm=1.0`) under the
+  its own recipe: AdamW, warm-up and cosine decay, `global_clipnorm=1.0`) under the
   `mixed_bfloat16` policy, at the largest batch of 512, 256 and 128 that fits (tried from
   the largest down; an out-of-memory error moves to the next). Beside it timm's
   `vit_base_patch16_224` (same sizes and classes, random weights) at the same batch:
@@ -57,6 +57,19 @@ optimizer are not counted:
 Beside it, for the Keras side, XLA's own count (`jax.jit(model.train_step).lower(...)
 .cost_analysis()["flops"]`, before XLA's optimisations; it counts the elementwise ops
 too) is recorded as a check of the formula, not used for MFU.
+
+**Fused against explicit attention** (the second table): each zoo model is trained a
+second time on the same batch, with the same schedule, with every `ka.MultiHeadAttention`
+set to the other attention path (`flash_attention`, read when the step is traced). The
+models' own setting is `flash_attention=None`, which is the fused path
+(`keras.ops.dot_product_attention`: cuDNN's flash attention for these bf16 inputs) on a
+GPU, so the second run there is `flash_attention=False`, the explicit path (the
+`(B, N, T, S)` scores, a float32 softmax); on JAX's CPU None is the explicit path, so the
+dry run's second run is `flash_attention=True`. Both models train without attention
+dropout, as their papers, which the fused path needs. Step times and the ratio
+fused/explicit; an explicit run that runs out of memory at the batch the fused one fitted
+is recorded as such. It is skipped (and says so) when under 90 s of the run's budget are
+left, and by `--no-attention-paths`.
 
 Goals on the H200 (printed with the table): vit-b16 ≥ timm's images/s, transformer-base
 ≥ the PyTorch model's tokens/s, vit-b16 MFU ≥ 40 %.
@@ -494,6 +507,8 @@ def keras_vit(args, sizes):
     print(f"vit-b16 (Keras): batch {batch}, {rate:,.0f} images/s, {timing['step_ms']:.1f} ms "
           f"a step (warm-up {timing['warmup_seconds']:.1f} s)", flush=True)
     add_xla_flops(result, model, (images, labels), batch * flops_per_image)
+    model = None  # the device's memory, before the second model
+    add_attention_paths(args, result, overrides, (images, labels), batch)
     return result
 
 
@@ -542,7 +557,59 @@ def keras_transformer(args, sizes):
           f"tokens/s, {timing['step_ms']:.1f} ms a step (warm-up {timing['warmup_seconds']:.1f} s)",
           flush=True)
     add_xla_flops(result, model, data, batch * flops_per_pair)
+    model = None  # the device's memory, before the second model
+    add_attention_paths(args, result, overrides, data, tokens)
     return result
+
+
+def set_flash_attention(model, value):
+    """`flash_attention = value` on every `ka.MultiHeadAttention` in `model` (read when a
+    step is traced, so before the first `fit`); how many there are."""
+    from keras_attention.layers.multi_head import MultiHeadAttention
+
+    layers = [layer for layer in model._flatten_layers() if isinstance(layer, MultiHeadAttention)]
+    for layer in layers:
+        layer.flash_attention = value
+    return len(layers)
+
+
+def add_attention_paths(args, result, overrides, data, units_per_step):
+    """`result["attention_paths"]`: the zoo model's step time (`flash_attention=None`)
+    beside the same model's with the other attention path forced (the docstring's second
+    table), on the same batch and schedule."""
+    import zoo
+    from keras_attention.layers.multi_head import fused_by_default
+
+    default = "fused" if fused_by_default() else "explicit"
+    other = "explicit" if default == "fused" else "fused"
+    paths = dict(default=default, other=other,
+                 **{default: dict(flash_attention=None, step_ms=result["step_ms"])})
+    result["attention_paths"] = paths
+    name = result["model"]
+    if not args.attention_paths or remaining(args.deadline) < (0 if args.dry_run else 90):
+        why = "--no-attention-paths" if not args.attention_paths else "the run's time budget"
+        paths[other] = dict(skipped=why)
+        print(f"{name} (Keras): {other} attention skipped ({why})", flush=True)
+        return
+    fresh_session()
+    model = zoo.get(name, **overrides)
+    flag = other == "fused"
+    layers = set_flash_attention(model, flag)
+    try:
+        timing = keras_fit_rates(model, data, units_per_step, args.steps, args.rounds,
+                                 args.warmup_steps)
+    except Exception as error:  # noqa: BLE001 - only out-of-memory is recorded
+        if not out_of_memory(error):
+            raise
+        paths[other] = dict(flash_attention=flag, error=f"out of memory: {one_line(error, 200)}")
+        print(f"{name} (Keras): {other} attention runs out of memory", flush=True)
+        return
+    paths[other] = dict(flash_attention=flag, layers=layers, step_ms=timing["step_ms"],
+                        warmup_seconds=timing["warmup_seconds"], last_loss=timing["last_loss"])
+    paths["fused_over_explicit"] = paths["fused"]["step_ms"] / paths["explicit"]["step_ms"]
+    print(f"{name} (Keras): {other} attention (flash_attention={flag}, {layers} layers) "
+          f"{timing['step_ms']:.1f} ms a step; fused/explicit "
+          f"{paths['fused_over_explicit']:.2f}", flush=True)
 
 
 # === The PyTorch process ===
@@ -796,6 +863,8 @@ def run_child(kind, args, deadline):
         command += ["--transformer-length", str(args.transformer_length)]
     if args.simulate_oom_above:
         command += ["--simulate-oom-above", str(args.simulate_oom_above)]
+    if not args.attention_paths:
+        command.append("--no-attention-paths")
     if args.torch_compile is not None:
         command.append("--torch-compile" if args.torch_compile else "--no-torch-compile")
     # Past the budget by 20 s at most, so that the table is still written inside the
@@ -907,6 +976,7 @@ def table(results):
                          f"{torch_name}{' (the same)' if same else ' (they differ)'}.")
     lines.append("")
     lines += [f"- {note}" for note in notes]
+    lines += attention_table(results)
     for goal, state in results["goals"].items():
         if state["met"] is None:
             verdict = "not measured"
@@ -916,6 +986,32 @@ def table(results):
         lines.append(f"- Goal {goal}: {verdict}"
                      f"{' (dry run: not a measurement)' if results['dry_run'] else ''}.")
     return "\n".join(lines) + "\n"
+
+
+def attention_table(results):
+    """The second table's lines: each zoo model's step time with fused and with explicit
+    attention (`add_attention_paths`), none where neither part has them."""
+    rows = []
+    for part in results["parts"]:
+        paths = (results.get(f"{part}_keras") or {}).get("attention_paths")
+        if not paths:
+            continue
+        cells = []
+        for path in ("fused", "explicit"):
+            side = paths.get(path, {})
+            mark = " (default)" if paths["default"] == path else ""
+            cells.append(f"{side['step_ms']:.1f}{mark}" if "step_ms" in side
+                         else side.get("skipped") or side.get("error") or "–")
+        ratio = (f"**{paths['fused_over_explicit']:.2f}×**" if "fused_over_explicit" in paths
+                 else "–")
+        rows.append(f"| {TABLE_NAMES[part][0].split(',')[0]} | {cells[0]} | {cells[1]} | {ratio} |")
+    if not rows:
+        return []
+    return ["", "Attention of the zoo's `ka.MultiHeadAttention`, the same training step: fused "
+            "(`keras.ops.dot_product_attention`) against explicit (scores, float32 softmax); "
+            "ms a step, medians.", "",
+            "| workload | fused ms | explicit ms | fused / explicit |", "|---|---:|---:|---:|",
+            *rows, ""]
 
 
 def parse_args(argv):
@@ -943,6 +1039,9 @@ def parse_args(argv):
     parser.add_argument("--seconds", type=float, default=None,
                         help="the run's time budget: parts that would start later are skipped "
                         "(440; none in a dry run)")
+    parser.add_argument("--no-attention-paths", dest="attention_paths", action="store_false",
+                        help="skip the second training of each zoo model with the other "
+                        "attention path (fused against explicit)")
     parser.add_argument("--child", choices=("jax", "torch"), help=argparse.SUPPRESS)
     # The test's way through the batch fallback on a CPU, where nothing runs out of memory.
     parser.add_argument("--simulate-oom-above", type=int, default=None, help=argparse.SUPPRESS)

@@ -80,6 +80,15 @@ def test_bench_gpu_dry_run_writes_the_json_and_the_table(tmp_path):
         assert side["jit_compile"] is True and side["last_loss"] > 0
         # XLA's own count of a step is near the formula's (it adds the elementwise ops).
         assert 0.8 < side["xla_over_analytic"] < 1.5, side["xla_over_analytic"]
+        # The same model trained again with the other attention path: on JAX's CPU the models'
+        # flash_attention=None is the explicit path, so the second run is the fused one.
+        paths = side["attention_paths"]
+        assert paths["default"] == "explicit" and paths["explicit"]["flash_attention"] is None
+        assert paths["fused"]["flash_attention"] is True and paths["fused"]["last_loss"] > 0
+        # ViT: one self-attention per block; Transformer: the encoder's, and the decoder's
+        # self- and cross-attention.
+        assert paths["fused"]["layers"] == (2 if part == "vit" else 3)
+        assert paths["fused_over_explicit"] > 0
         row = results["summary"][part]
         assert 0 < row["keras_mfu"] < 1
         torch_side = results[f"{part}_torch"]
@@ -100,6 +109,8 @@ def test_bench_gpu_dry_run_writes_the_json_and_the_table(tmp_path):
     assert "| workload | batch | zoo: Keras on JAX (XLA, mixed_bfloat16) |" in table
     assert "| vit-b16 training, images/s | 4 |" in table
     assert "dry run" in table and "Goal vit-b16 MFU >= 40%" in table
+    assert "| workload | fused ms | explicit ms | fused / explicit |" in table
+    assert "| vit-b16 training | " in table and " (default) | **" in table
     assert results["processes"]["jax"]["returncode"] == 0
     # Each part says what it took; the whole dry run stays short: about 25 s on 2 idle cores
     # without the PyTorch rows, 50 s with a load of 6 (a full-size run would take hours).

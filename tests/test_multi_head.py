@@ -3,16 +3,20 @@
 Shape legend: B batch, T queries, S keys/values, D feature size, N heads, H head size.
 """
 
+import contextlib
 import math
+from unittest import mock
 
 import keras
 import numpy as np
 import pytest
 
+from keras_attention.layers import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_attention.layers.multi_head import (
     KERAS_WEIGHT_MAP,
     MultiHeadAttention,
     copy_keras_weights,
+    fused_by_default,
 )
 
 import backends
@@ -542,6 +546,201 @@ def test_weights_are_a_distribution_over_keys(rng, scoring):
     assert np.all(weights[np.broadcast_to(~attention_mask[:, None], weights.shape)] == 0.0)
 
 
+# === The fused path (`flash_attention`, keras.ops.dot_product_attention) ===
+
+# Where flash_attention=None takes the fused op: PyTorch, and JAX on a GPU or TPU, which
+# `as_if_on_an_accelerator` makes JAX's CPU pass for (not on JAX's CPU, nor TensorFlow).
+FUSED_BACKEND = backends.BACKEND in ("jax", "torch")
+
+
+@contextlib.contextmanager
+def as_if_on_an_accelerator():
+    """Under JAX, `jax.default_backend()` says "gpu" (`fused_by_default` reads it): None's
+    choice on a GPU, computed here on the CPU."""
+    if backends.BACKEND != "jax":
+        yield
+        return
+    import jax
+
+    with mock.patch.object(jax, "default_backend", return_value="gpu"):
+        yield
+
+
+@contextlib.contextmanager
+def spied_dot_product_attention():
+    """`keras.ops.dot_product_attention`, still computing, with its calls counted."""
+    with mock.patch.object(
+        keras.ops, "dot_product_attention", wraps=keras.ops.dot_product_attention
+    ) as spy:
+        yield spy
+
+
+def fused_pair(rng, query, value, **kwargs):
+    """The layer with `flash_attention=True` and with `False`, the same random weights."""
+    layers = [MultiHeadAttention(2, 4, flash_attention=flag, **kwargs) for flag in (True, False)]
+    for layer in layers:
+        layer(query, value)
+    randomize(layers[0], rng)
+    copy_layer(layers[1], layers[0])
+    return layers
+
+
+def fused_mask_cases(rng):
+    """Masks of a call with 4 queries and 5 keys: padding (a padded query, and an example
+    whose keys are all padding), causal alone (`is_causal` on the fused path, T != S), and
+    an attention mask with a query that may attend nothing, merged with the causal mask
+    and padded keys."""
+    attention_mask = rng.random((2, 4, 5)) > 0.3
+    attention_mask[0, 1] = False
+    return {
+        "padding": dict(query_mask=np.array([[True, True, False, True], [True] * 4]),
+                        value_mask=np.array([[True, True, True, False, False], [False] * 5])),
+        "causal": dict(use_causal_mask=True),
+        "combined": dict(attention_mask=attention_mask, use_causal_mask=True,
+                         value_mask=np.array([[True] * 5, [True, True, True, True, False]])),
+    }
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_fused_path_matches_the_explicit_path(rng, policy):
+    """Outputs and gradients (inputs and every weight) of `flash_attention=True` and `False`
+    agree under each mask of `fused_mask_cases`, fully masked queries included (zero heads,
+    finite gradients). value_dim 6 != key_dim 4: JAX's op takes one head size, the layer
+    pads. Float32 to 1e-5; mixed_bfloat16 to 2e-2 of the largest value: bf16 keeps 8 bits,
+    so two roundings of one output near 6 may be 2 steps (1.6 %) apart, and PyTorch's bf16
+    backward differs from the explicit one by up to 1.5 %, as either does from float32.
+    One gradient program per layer, over the three cases."""
+    keras.config.set_dtype_policy(policy)
+    query, value = randn(rng, 2, 4, 8), randn(rng, 2, 5, 8)
+    cases = fused_mask_cases(rng)
+    upstream = {case: keras.ops.convert_to_tensor(randn(rng, 2, 4, 8)) for case in cases}
+    layers = fused_pair(rng, query, value, value_dim=6)
+    outputs, grads = [], []
+    for layer in layers:
+        def forward(query, value, layer=layer):
+            return [layer(query, value, **masks) for masks in cases.values()]
+
+        def loss(query, value, forward=forward):
+            return sum(keras.ops.sum(keras.ops.multiply(keras.ops.cast(output, "float32"), up))
+                       for output, up in zip(forward(query, value), upstream.values()))
+
+        outputs.append([to_numpy(output) for output in forward(query, value)])
+        grads.append(backends.gradients(loss, [query, value], layer.trainable_weights)[1])
+    names = [f"output ({case})" for case in cases] + [
+        weight.path.split("/")[-1] for weight in layers[1].trainable_weights] + ["query", "value"]
+    results = {name: [np.asarray(x).astype("float32") for x in pair] for name, pair in zip(
+        names, zip(outputs[0] + grads[0], outputs[1] + grads[1], strict=True), strict=True)}
+    for name, (got, want) in results.items():
+        assert np.all(np.isfinite(got)), name
+        # The key bias's gradient is 0 in exact arithmetic (it adds one q·b to a whole row
+        # of scores): only the rounding of its kernel's gradient terms is left of it.
+        scale = np.abs(results["key_kernel" if name == "key_bias" else name][1]).max()
+        tolerance = 2e-2 * max(1.0, scale) if policy == "mixed_bfloat16" else ATOL
+        np.testing.assert_allclose(got, want, atol=tolerance, err_msg=name)
+
+
+def test_flash_attention_true_calls_dot_product_attention(rng):
+    """On every backend (TensorFlow's op is einsums and a softmax), self-attention's fused
+    projection included; the kernel flag passed is Keras's default, None."""
+    x = randn(rng, 2, 4, 8)
+    fused, explicit = fused_pair(rng, x, x)
+    with spied_dot_product_attention() as spy:
+        got = fused(x, x, use_causal_mask=True)
+        assert spy.call_count == 1
+        assert spy.call_args.kwargs["flash_attention"] is None
+        assert spy.call_args.kwargs["is_causal"] is True
+        want = explicit(x, x, use_causal_mask=True)
+        assert spy.call_count == 1
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), atol=ATOL)
+
+
+def test_default_takes_the_fused_path_where_the_backend_has_one(rng):
+    """None: the fused op on PyTorch and on JAX's accelerators, the explicit path on
+    TensorFlow and JAX's CPU, and the explicit path for the calls the op cannot do
+    (weights returned, dropout in training, additive scoring; `chunk_size` never reaches
+    the choice)."""
+    assert fused_by_default() is (backends.BACKEND == "torch")  # this CPU
+    x = randn(rng, 2, 4, 8)
+    layers = {
+        "dropout": built_layer(rng, x, x, dropout=0.5, seed=1),
+        "additive": built_layer(rng, x, x, scoring="additive"),
+    }
+
+    def calls(name, **kwargs):
+        with spied_dot_product_attention() as spy:
+            layers[name](x, x, **kwargs)
+        return spy.call_count
+
+    assert calls("dropout") == int(fused_by_default())
+    with as_if_on_an_accelerator():
+        assert calls("dropout") == calls("dropout", training=False) == int(FUSED_BACKEND)
+        assert calls("dropout", use_causal_mask=True, query_mask=np.ones((2, 4), bool)) == int(
+            FUSED_BACKEND)
+        assert calls("dropout", training=True) == 0  # attention dropout active
+        assert calls("dropout", return_attention_scores=True) == 0
+        assert calls("additive") == 0
+
+
+def test_false_stays_explicit_whatever_keras_global_flash_setting(rng):
+    """Keras's own layer reads `flash_attention=False` as "the global setting"; ours keeps
+    False. The global setting is the kernel flag passed to the fused op, not the choice
+    of the op."""
+    x = randn(rng, 2, 4, 8)
+    explicit = built_layer(rng, x, x, flash_attention=False)
+    default = built_layer(rng, x, x)
+    try:
+        for setting in (keras.config.enable_flash_attention, keras.config.disable_flash_attention):
+            setting()
+            with as_if_on_an_accelerator(), spied_dot_product_attention() as spy:
+                explicit(x, x)
+                assert spy.call_count == 0
+                default(x, x)
+                assert spy.call_count == int(FUSED_BACKEND)
+            if FUSED_BACKEND:
+                flag = keras.config.is_flash_attention_enabled()
+                assert spy.call_args.kwargs["flash_attention"] is flag  # None, then False
+    finally:
+        keras.config.enable_flash_attention()
+
+
+def test_flash_attention_true_refuses_what_it_cannot_compute(rng):
+    with pytest.raises(ValueError, match=r"scoring='additive'"):
+        MultiHeadAttention(2, 4, scoring="additive", flash_attention=True)
+    with pytest.raises(ValueError, match=r"chunk_size=2"):
+        MultiHeadAttention(2, 4, chunk_size=2, flash_attention=True)
+    with pytest.raises(ValueError, match=r"flash_attention='yes'"):
+        MultiHeadAttention(2, 4, flash_attention="yes")
+    x = randn(rng, 2, 4, 8)
+    layer = built_layer(rng, x, x, dropout=0.5, flash_attention=True)
+    with pytest.raises(ValueError, match=r"return_attention_scores=True"):
+        layer(x, x, return_attention_scores=True)
+    with pytest.raises(ValueError, match=r"dropout=0\.5, training=True"):
+        layer(x, x, training=True)
+    layer(x, x, training=False)  # no dropout in inference: the fused op does it
+    symbolic = keras.Input((4, 8))
+    with pytest.raises(ValueError, match=r"return_attention_scores=True"):
+        layer(symbolic, symbolic, return_attention_scores=True)
+
+
+def test_transformer_blocks_pass_flash_attention_on():
+    """The Transformer blocks give their `flash_attention` to every `MultiHeadAttention` they
+    build and keep it in their config (an old config without it loads as None); linear
+    attention has no softmax to fuse."""
+    encoder = TransformerEncoderBlock(2, 16, flash_attention=False)
+    encoder.build((2, 4, 8))
+    decoder = TransformerDecoderBlock(2, 16, flash_attention=True)
+    decoder.build((2, 4, 8), (2, 5, 8))
+    assert encoder.self_attention.flash_attention is False
+    assert decoder.self_attention.flash_attention is decoder.cross_attention.flash_attention is True
+    config = encoder.get_config()
+    assert config["flash_attention"] is False
+    assert TransformerEncoderBlock.from_config(config).flash_attention is False
+    del config["flash_attention"]
+    assert TransformerEncoderBlock.from_config(config).flash_attention is None
+    with pytest.raises(ValueError, match=r"flash_attention=False"):
+        TransformerEncoderBlock(2, 16, attention="linear", flash_attention=False)
+
+
 # === Serialization ===
 
 
@@ -579,11 +778,15 @@ def test_config_round_trip(rng):
         kernel_initializer="he_normal",
         bias_initializer="ones",
         seed=3,
+        flash_attention=False,
         name="attention",
     )
     config = layer.get_config()
     clone = MultiHeadAttention.from_config(config)
     assert clone.get_config() == config
+    # A config from before `flash_attention` loads with its default, None.
+    old = {name: value for name, value in config.items() if name != "flash_attention"}
+    assert MultiHeadAttention.from_config(old).flash_attention is None
     for name, value in {
         "num_heads": 3,
         "key_dim": 5,
@@ -593,6 +796,7 @@ def test_config_round_trip(rng):
         "use_bias": False,
         "scoring": "additive",
         "seed": 3,
+        "flash_attention": False,
     }.items():
         assert config[name] == value
         assert getattr(clone, name) == value

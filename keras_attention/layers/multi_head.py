@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention import checks, chunked, kv_cache, masks, quantization, xla
+from keras_attention import checks, chunked, fused, kv_cache, masks, quantization, xla
 from keras_attention import ops as attention_ops
 from keras_attention.keras_weights import KERAS_WEIGHT_MAP, copy_keras_weights
 
@@ -16,9 +16,11 @@ PROJECTIONS = ("query", "key", "value")
 CONTRACTING_AXES = {"query_kernel": 1, "key_kernel": 1, "value_kernel": 1, "output_kernel": 2}
 # The constructor's arguments that `get_config` returns as they are (the initializers serialized).
 CONFIG_ATTRIBUTES = ("num_heads", "key_dim", "value_dim", "output_dim", "dropout", "use_bias",
-                     "scoring", "seed", "chunk_size")
+                     "scoring", "seed", "chunk_size", "flash_attention")
 # `keras_attention.keras_weights`'s two names are importable from here too, with the layer.
-__all__ = ["KERAS_WEIGHT_MAP", "SCORINGS", "MultiHeadAttention", "copy_keras_weights"]
+__all__ = ["KERAS_WEIGHT_MAP", "SCORINGS", "MultiHeadAttention", "copy_keras_weights",
+           "fused_by_default"]
+fused_by_default = fused.fused_by_default
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -42,12 +44,16 @@ class MultiHeadAttention(keras.layers.Layer):
             (`w_vᵀ tanh(q + k)` on the projected query and key, one `w_v` per head).
         kernel_initializer, bias_initializer: initializers of the projections.
         seed: seed of the attention dropout.
-        chunk_size: None (default) computes the `(B, N, T, S)` scores at once; an
-            integer C computes the same softmax attention exactly, C keys at a
-            time with an online softmax (`ka.chunked.chunked_dot_product_attention`),
-            in O(T·C) memory for the forward and backward passes instead of
-            O(T·S). Dot-product scorings only, without attention dropout and
-            without `return_attention_scores` (the full weights are what it avoids).
+        chunk_size: None (default) computes the `(B, N, T, S)` scores at once; an integer C
+            the same attention exactly, C keys at a time with an online softmax
+            (`ka.chunked`), in O(T·C) memory forward and backward instead of O(T·S).
+            Dot-product scorings only, without attention dropout or returned weights.
+        flash_attention: as `keras.layers.MultiHeadAttention`'s. None (default):
+            `keras.ops.dot_product_attention`, the backend's fused attention, where it is
+            one (PyTorch; JAX on a GPU or TPU) and the call allows it (dot-product scoring,
+            no `chunk_size`, no returned weights, no attention dropout active), else the
+            explicit path. True: always the fused op. False: always the explicit path, the
+            reference (`(B, N, T, S)` scores, a float32 softmax). `keras_attention.fused`.
 
     Call arguments:
         query: `(B, T, Dq)`.
@@ -73,21 +79,10 @@ class MultiHeadAttention(keras.layers.Layer):
         Vaswani et al., "Attention Is All You Need", 2017, section 3.2.2.
     """
 
-    def __init__(
-        self,
-        num_heads,
-        key_dim,
-        value_dim=None,
-        output_dim=None,
-        dropout=0.0,
-        use_bias=True,
-        scoring="scaled_dot",
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        seed=None,
-        chunk_size=None,
-        **kwargs,
-    ):
+    def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0,
+                 use_bias=True, scoring="scaled_dot", kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", seed=None, chunk_size=None, flash_attention=None,
+                 **kwargs):
         super().__init__(**kwargs)
         checks.check_positive_int("num_heads", num_heads)
         checks.check_positive_int("key_dim", key_dim)
@@ -113,6 +108,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"chunk_size={chunk_size}, scoring={scoring!r}, dropout={dropout}."
             )
         self.chunk_size = chunk_size
+        fused.check_flash_attention(flash_attention, scoring, chunk_size)
+        self.flash_attention = flash_attention
         self.supports_masking = True
         # A seed generator, not a `Dropout` sublayer: the layer stays a leaf, which
         # `keras.Model.quantize` needs to reach it. Made only for dropout, as `Dropout` does
@@ -161,15 +158,11 @@ class MultiHeadAttention(keras.layers.Layer):
     # === int8 weights (`keras.Model.quantize("int8")`, `keras_attention.quantization`) ===
 
     def quantize(self, mode=None, type_check=True, config=None):
-        """Store the four projection kernels as int8 with one scale per output unit.
-
-        Only `"int8"` is supported. Inputs are quantized per row at call time; the
-        attention itself (scores, softmax, weighted values) stays in floating point.
-        """
+        """Store the four projection kernels as int8 with one scale per output unit (`"int8"`
+        only); inputs are quantized per row at call time, the attention stays float."""
         if mode != "int8":
             raise NotImplementedError(
-                f"{type(self).__name__} supports quantize('int8') only; received mode={mode!r}."
-            )
+                f"{type(self).__name__} supports quantize('int8') only; received mode={mode!r}.")
         quantization.quantize_kernels(self, CONTRACTING_AXES)
 
     def _int8_call(self, *args, **kwargs):
@@ -195,12 +188,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     # === Forward pass ===
 
-    def _project(self, inputs, names, key_major=()):
+    def _project(self, inputs, names, key_major=(), heads_first=True):
         """One matmul for several projections of the same input.
 
         inputs `(B, L, D)`; names of kernels `(D, N, H_i)`, e.g. `("query", "key")` ->
         list of `(B, N, L, H_i)`, or `(B, N, H_i, L)` for the indices in `key_major`
-        (ready for `q @ kᵀ`).
+        (ready for `q @ kᵀ`); with `heads_first=False`, `(B, L, N, H_i)` as the matmul
+        gives them (the layout of `keras.ops.dot_product_attention`).
         """
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         shapes = [getattr(self, f"{name}_kernel").shape[1:] for name in names]
@@ -214,17 +208,15 @@ class MultiHeadAttention(keras.layers.Layer):
         outputs = []
         for i, (part, (heads, size)) in enumerate(zip(parts, shapes)):
             part = ops.reshape(part, (batch, length, heads, size))  # (B, L, N, H)
-            perm = (0, 2, 3, 1) if i in key_major else (0, 2, 1, 3)
-            outputs.append(ops.transpose(part, perm))
+            if heads_first:
+                part = ops.transpose(part, (0, 2, 3, 1) if i in key_major else (0, 2, 1, 3))
+            outputs.append(part)
         return outputs
 
     def _attend(self, query, key, value, mask, training, matmul=ops.matmul):
         """query `(B, N, T, H)`, key `(B, N, H, S)` (or `(B, N, S, H)` for additive),
-        value `(B, N, S, Hv)` -> output `(B, N, T, Hv)`, weights `(B, N, T, S)`.
-
-        `matmul`: `kv_cache.batched_matmul` for the one-query decoding steps of
-        `call_with_cache`, where it pays; `ops.matmul` elsewhere.
-        """
+        value `(B, N, S, Hv)` -> output `(B, N, T, Hv)`, weights `(B, N, T, S)`; `matmul`:
+        `kv_cache.batched_matmul` for `call_with_cache`'s one-query steps, where it pays."""
         if self.scoring == "additive":
             score_kernel = ops.reshape(self.score_kernel, (self.num_heads, 1, 1, self.key_dim))
             scores = attention_ops.additive_scores(query, key, score_kernel)
@@ -257,6 +249,10 @@ class MultiHeadAttention(keras.layers.Layer):
         if key is None:
             key = value
         checks.check_attention_inputs(query, value, key, self._feature_sizes)
+        if fused.uses_fused(self, training, return_attention_scores):
+            heads = fused.attend(self, query, value, key, self_attention, query_mask, value_mask,
+                                 key_mask, attention_mask, use_causal_mask)
+            return self._combine_heads(heads, query, heads_first=False)
         if self.chunk_size is None:
             mask = masks.call_mask(
                 query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
@@ -283,10 +279,12 @@ class MultiHeadAttention(keras.layers.Layer):
         raise ValueError("`return_attention_scores=True` needs the full weights, which "
                          f"`chunk_size` avoids computing; received chunk_size={self.chunk_size}.")
 
-    def _combine_heads(self, heads, query):
-        """`W_o [head_1; …; head_N]`: heads `(B, N, T, Hv)` -> `(B, T, Do)`."""
+    def _combine_heads(self, heads, query, heads_first=True):
+        """`W_o [head_1; …; head_N]`: heads `(B, N, T, Hv)` (`(B, T, N, Hv)` with
+        `heads_first=False`) -> `(B, T, Do)`."""
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
-        heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, T, N, Hv)
+        if heads_first:
+            heads = ops.transpose(heads, (0, 2, 1, 3))  # (B, T, N, Hv)
         heads = ops.reshape(heads, (-1, self.num_heads * self.value_dim))  # (B*T, N*Hv)
         output = self._projection(heads, ("output",))  # (B*T, Do)
         return ops.reshape(output, (batch, length, self.output_kernel.shape[-1]))  # (B, T, Do)
@@ -299,24 +297,19 @@ class MultiHeadAttention(keras.layers.Layer):
         return self.scoring != "additive"
 
     def compute_key_value(self, value, key=None):
-        """Project the keys and values once, e.g. the encoder output for cross-attention.
-
-        Args:
-            value: `(B, S, Dv)`.
-            key: `(B, S, Dk)`; defaults to `value`.
-
-        Returns:
-            `(key, value)` in the layout `call_with_cache` takes: keys `(B, N, H, S)`
-            (`(B, N, S, H)` with additive scoring), values `(B, N, S, Hv)`.
-        """
+        """Project the keys and values once, e.g. the encoder output for cross-attention:
+        value `(B, S, Dv)`, key `(B, S, Dk)` (default `value`) -> `(key, value)` in the
+        layout `call_with_cache` takes: keys `(B, N, H, S)` (`(B, N, S, H)` with additive
+        scoring), values `(B, N, S, Hv)`."""
         return self._project_key_value(value, key, (0,) if self._key_major else ())
 
-    def _project_key_value(self, value, key, key_major):
-        """Keys and values `(B, N, ·, ·)`, in one matmul when `key` is `value` (or None)."""
+    def _project_key_value(self, value, key, key_major, heads_first=True):
+        """Keys and values `(B, N, ·, ·)` (`(B, S, N, ·)` with `heads_first=False`), in one
+        matmul when `key` is `value` (or None)."""
         if key is None or key is value:
-            return self._project(value, ("key", "value"), key_major=key_major)
-        (k,) = self._project(key, ("key",), key_major=key_major)
-        (v,) = self._project(value, ("value",))
+            return self._project(value, ("key", "value"), key_major, heads_first)
+        (k,) = self._project(key, ("key",), key_major, heads_first)
+        (v,) = self._project(value, ("value",), heads_first=heads_first)
         return k, v
 
     def empty_cache(self, batch_size, length, dtype=None):
@@ -342,39 +335,43 @@ class MultiHeadAttention(keras.layers.Layer):
         keys and values from `compute_key_value`, left unchanged; `value_mask` `(B, S)`
         masks the encoder padding.
 
+        Always the explicit path, whatever `flash_attention`: one query against key-major
+        buffers `(B, N, H, L)` is a matrix-vector product the fused op cannot speed up.
+
         Args:
             query: `(B, T, Dq)`.
             key_cache, value_cache: as returned by `empty_cache` / `compute_key_value`.
             cache_index: int or scalar int tensor, the position of `query[:, 0]`.
             value_mask: `(B, L)` or `(B, S)`, True for keys that may be attended.
-            training: whether attention dropout is active.
-            return_attention_scores: also return the weights `(B, N, T, L)`.
+            training, return_attention_scores: as in `call` (weights `(B, N, T, L)`).
 
         Returns:
-            `(output (B, T, Do), key_cache, value_cache)`, the buffers updated (and
-            with `return_attention_scores`, the weights last).
+            `(output (B, T, Do), key_cache, value_cache)`, the buffers updated, and the
+            weights last with `return_attention_scores`.
         """
         checks.check_rank_3("query", query.shape)
-        index = None
-        if cache_index is None:
+        index = None if cache_index is None else ops.cast(cache_index, "int32")
+        if index is None:
             (q,) = self._project(query, ("query",))
         else:
-            key_major = (1,) if self._key_major else ()
-            q, k, v = self._project(query, PROJECTIONS, key_major=key_major)
-            index = ops.cast(cache_index, "int32")
-            key_axis = 3 if self._key_major else 2
-            key_cache = kv_cache.write_positions(key_cache, k, index, axis=key_axis)
-            value_cache = kv_cache.write_positions(value_cache, v, index, axis=2)
-        mask = kv_cache.cache_mask(
-            value_mask, index, ops.shape(query)[1], ops.shape(value_cache)[2]
-        )  # (B, 1, T, L)
-        heads, weights = self._attend(
-            q, key_cache, value_cache, mask, training, matmul=kv_cache.batched_matmul
-        )  # (B, N, T, Hv)
+            q, key_cache, value_cache = self._write_step(query, key_cache, value_cache, index)
+        mask = kv_cache.cache_mask(value_mask, index, ops.shape(query)[1],
+                                   ops.shape(value_cache)[2])  # (B, 1, T, L)
+        heads, weights = self._attend(q, key_cache, value_cache, mask, training,
+                                      matmul=kv_cache.batched_matmul)  # (B, N, T, Hv)
         output = self._combine_heads(heads, query)
         if return_attention_scores:
             return output, key_cache, value_cache, weights
         return output, key_cache, value_cache
+
+    def _write_step(self, query, key_cache, value_cache, index):
+        """The step's query `(B, N, T, H)`, and the buffers with its keys and values written
+        at positions `index …` (`kv_cache.write_positions`)."""
+        key_major = (1,) if self._key_major else ()
+        q, k, v = self._project(query, PROJECTIONS, key_major=key_major)
+        key_cache = kv_cache.write_positions(key_cache, k, index,
+                                             axis=3 if self._key_major else 2)
+        return q, key_cache, kv_cache.write_positions(value_cache, v, index, axis=2)
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         out_dim = self.output_dim or query_shape[-1]
@@ -388,6 +385,8 @@ class MultiHeadAttention(keras.layers.Layer):
             return output
         if self.chunk_size is not None:
             self._refuse_scores()
+        if self.flash_attention is True:
+            fused.uses_fused(self, kwargs.get("training"), return_attention_scores)
         weights_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
         return output, keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
 

@@ -31,6 +31,7 @@ class TransformerBlockBase(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         attention="softmax",
+        flash_attention=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -45,12 +46,15 @@ class TransformerBlockBase(keras.layers.Layer):
             raise ValueError(
                 f"`attention` must be 'softmax' or 'linear'; received attention={attention!r}."
             )
-        if attention == "linear" and (scoring != "scaled_dot" or attention_dropout > 0.0):
+        if attention == "linear" and (scoring != "scaled_dot" or attention_dropout > 0.0
+                                      or flash_attention is not None):
             raise ValueError(
-                "attention='linear' has no scoring choice and no attention dropout; received "
-                f"scoring={scoring!r}, attention_dropout={attention_dropout}."
+                "attention='linear' has no scoring choice, no attention dropout and no fused "
+                f"softmax attention; received scoring={scoring!r}, "
+                f"attention_dropout={attention_dropout}, flash_attention={flash_attention}."
             )
         self.attention = attention
+        self.flash_attention = flash_attention
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.key_dim = key_dim
@@ -93,6 +97,7 @@ class TransformerBlockBase(keras.layers.Layer):
             scoring=self.scoring,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
+            flash_attention=self.flash_attention,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -157,6 +162,7 @@ class TransformerBlockBase(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "attention": self.attention,
+                "flash_attention": self.flash_attention,
             }
         )
         return config

@@ -26,6 +26,11 @@ class TransformerEncoderBlock(TransformerBlockBase):
         attention: `"softmax"` (`MultiHeadAttention`) or `"linear"` (`LinearAttention`,
             O(n) in the length; no attention weights, no attention dropout; cached
             decoding keeps its constant-size state `(S, z)` instead of keys and values).
+        flash_attention: `MultiHeadAttention`'s (softmax attention only): None (default)
+            computes the attention with `keras.ops.dot_product_attention` on PyTorch and
+            on JAX with a GPU or TPU (`fused_by_default`) whenever the call allows it:
+            not while `attention_dropout > 0` is active in training, nor for
+            `return_attention_scores=True`; True always, False never.
 
     Call arguments:
         inputs: `(B, S, D)`.

@@ -41,6 +41,18 @@ class TransformerConfig(registry.TranslationConfig):
     `copy=True` adds See et al.'s pointer-generator, copying with the last decoder
     block's cross-attention averaged over the heads (`zoo.transformer.copying`);
     label smoothing then spreads over the fixed target vocabulary only.
+
+    Dropout is the paper's (section 5.4): `dropout` on each sub-layer's output and on
+    the embeddings, and none on the attention weights (`attention_dropout` 0, every size
+    registered here; imported Marian models take their file's, 0 for OPUS-MT). So the
+    attention of `ka.MultiHeadAttention` (`flash_attention=None`) runs fused in training
+    too on PyTorch and on JAX with a GPU or TPU (`keras.ops.dot_product_attention`:
+    cuDNN's flash attention under JAX on a recent GPU in bfloat16, PyTorch's
+    `scaled_dot_product_attention` kernels); `attention_dropout` above 0 makes the
+    training steps take the explicit path (scores, softmax, dropout; slower and O(T·S)
+    memory on an accelerator), and inference stays fused. TensorFlow and JAX's CPU take
+    the explicit path (`ka.layers.multi_head.fused_by_default`), and so do the cached
+    decoding steps on every backend.
     """
 
     vocabulary_size: int = 37000

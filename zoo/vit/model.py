@@ -71,6 +71,15 @@ class ViTConfig:
     distribution the test images follow. The layer `augmentation` counts its
     training steps in a non-trainable weight (saved, restored on resume), so
     `num_params()` and `count_params()` count one more then.
+
+    Attention dropout: `attention_dropout` 0 (the paper's; every size registered here),
+    so `ka.MultiHeadAttention` (`flash_attention=None`) computes the attention fused in
+    training and inference on PyTorch and on JAX with a GPU or TPU
+    (`keras.ops.dot_product_attention`: cuDNN's flash attention under JAX on a recent GPU
+    in bfloat16, PyTorch's `scaled_dot_product_attention`). Above 0 the training steps
+    take the explicit path (scores, softmax, dropout: slower and O(T²) memory per head on
+    an accelerator), and inference stays fused. TensorFlow and JAX's CPU take the
+    explicit path (`ka.layers.multi_head.fused_by_default`).
     """
 
     image_size: int = 224
