@@ -27,6 +27,27 @@ def bench_gpu(monkeypatch):
     return bench_gpu
 
 
+def test_mfu_is_given_against_the_datasheet_and_the_measured_peak(bench_gpu):
+    """The datasheet's dense bf16 rate by the name nvidia-smi gives (the PCIe and NVL H100s
+    are slower parts than the SXM one), and a row's two MFUs; the goal uses the datasheet's."""
+    assert [bench_gpu.datasheet_peak(name)[0] for name in (
+        "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200")] == \
+        [989.4, 756.0, 835.0, 989.4]
+    assert "datasheet" in bench_gpu.datasheet_peak("NVIDIA H200")[1]
+    assert bench_gpu.datasheet_peak("NVIDIA A10G") is None and bench_gpu.datasheet_peak(None) is None
+    results = {"machine": {"gpu": "NVIDIA H200"}, "peak": {"flops_per_second": 800e12},
+               "vit_keras": {"images_per_second": 100.0, "parameters": 1,
+                             "flops_per_second": 400e12},
+               "vit_torch": {"images_per_second": 80.0, "parameters": 1,
+                             "flops_per_second": 320e12}}
+    row = bench_gpu.ratio_row(results, "vit")
+    assert row["keras_mfu"] == pytest.approx(0.5) and row["torch_mfu"] == pytest.approx(0.4)
+    assert row["keras_mfu_datasheet"] == pytest.approx(400 / 989.4)
+    goal = bench_gpu.goals({"summary": {"vit": row}})
+    assert goal["vit-b16 MFU >= 40% (of the datasheet)"] == {"value": pytest.approx(400 / 989.4),
+                                                             "met": True}
+
+
 def test_flop_formulas_give_the_known_sizes(bench_gpu):
     vit_b16 = dict(image_size=224, patch_size=16, channels=3, hidden_dim=768, mlp_dim=3072,
                    num_layers=12, num_classes=1000)
