@@ -155,17 +155,26 @@ TINY_ARGS = [
 ]
 
 
-def readme_two_worker_commands():
-    """`[(TF_CONFIG dict, zoo argv)]` of docs/distributed.md's CPU two-worker block."""
+def readme_block_commands(start):
+    """The commands of docs/distributed.md's ```bash block whose text begins with `start`, as
+    word lists, each line's closing `&` and the block's `wait` left out."""
     section = (ROOT / "docs" / "distributed.md").read_text(encoding="utf-8")
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    block = re.search(rf"```bash\n({re.escape(start)}.*?)```", section, re.S).group(1)
     commands = []
     for line in block.replace("\\\n", " ").splitlines():
         words = shlex.split(line)
-        if not words or words[0] == "wait":
-            continue
-        assert words[0].startswith("TF_CONFIG=") and words[1] == "zoo" and words[-1] == "&", line
-        commands.append((json.loads(words[0].split("=", 1)[1]), words[2:-1]))
+        if words and words[0] != "wait":
+            assert words[-1] == "&", line
+            commands.append(words[:-1])
+    return commands
+
+
+def readme_two_worker_commands():
+    """`[(TF_CONFIG dict, zoo argv)]` of docs/distributed.md's CPU two-worker block."""
+    commands = []
+    for words in readme_block_commands("TF_CONFIG="):
+        assert words[0].startswith("TF_CONFIG=") and words[1] == "zoo", words
+        commands.append((json.loads(words[0].split("=", 1)[1]), words[2:]))
     return commands
 
 

@@ -11,7 +11,6 @@ same step and resumed. Only process 0 writes the run directory.
 import json
 import os
 import re
-import shlex
 import signal
 import sys
 import time
@@ -20,13 +19,13 @@ import numpy as np
 import pytest
 from test_distribute import (
     NOISE_ONLY,
-    ROOT,
     TESTS,
     TINY_ARGS,
     _events,
     _free_ports,
     _tail,
     _wait,
+    readme_block_commands,
 )
 
 TIMEOUT = 300  # seconds for any one process; each takes about 30 on the 2-core VM
@@ -35,16 +34,10 @@ PROCESS_FLAGS = ("--coordinator", "--num-processes", "--process-id")
 
 def readme_two_process_commands():
     """The zoo argv of each line of docs/distributed.md's two-process JAX block."""
-    section = (ROOT / "docs" / "distributed.md").read_text(encoding="utf-8")
-    block = re.search(r"```bash\n(KERAS_BACKEND=jax.*?)```", section, re.S).group(1)
-    commands = []
-    for line in block.replace("\\\n", " ").splitlines():
-        words = shlex.split(line)
-        if not words or words[0] == "wait":
-            continue
-        assert words[:2] == ["KERAS_BACKEND=jax", "zoo"] and words[-1] == "&", line
-        commands.append(words[2:-1])
-    return commands
+    commands = readme_block_commands("KERAS_BACKEND=jax")
+    for words in commands:
+        assert words[:2] == ["KERAS_BACKEND=jax", "zoo"], words
+    return [words[2:] for words in commands]
 
 
 def _jax_env(temp=None):
