@@ -44,6 +44,15 @@ def write_positions(cache, new, index, axis):
     return ops.where(mask, placed, cache)
 
 
+def grow(cache, length, axis):
+    """`cache` `(B, N, ·, ·)` padded with zeros to `length` positions (a static int) along
+    `axis`: a decoding whose buffers start small and double as it goes attends to and
+    copies about the positions it has filled, not the longest output it may reach."""
+    padding = [[0, 0]] * 4
+    padding[axis] = [0, length - cache.shape[axis]]
+    return ops.pad(cache, padding)
+
+
 def cache_mask(value_mask, index, query_length, cache_length):
     """The mask of T queries against a buffer of L positions, `(B, 1, T, L)`, or None.
 

@@ -8,6 +8,7 @@ so that the greedy tokens vary): argmax tokens are still deterministic.
 """
 
 import itertools
+import weakref
 
 import keras
 import numpy as np
@@ -495,3 +496,61 @@ def test_decoding_graphs_use_no_xla_only_ops(models):
         }
         assert "While" in op_types or "StatelessWhile" in op_types  # the check sees the loops
         assert not {op for op in op_types if op.startswith("Xla")}, (kind, sorted(op_types))
+
+
+# === Caches that grow (`zoo.decode.search_steps.growing_loop`) ===
+
+
+def test_cache_widths_double_from_16_to_the_output():
+    from zoo.decode import search_steps
+
+    class Grows:
+        def grow(self, state, width):
+            return state
+
+    assert search_steps.cache_widths(Grows(), 57) == [16, 32, 57]
+    assert search_steps.cache_widths(Grows(), 64) == [16, 32, 64]
+    assert search_steps.cache_widths(Grows(), 9) == [9]
+    assert search_steps.cache_widths(object(), 57) == [57]  # a stepper without `grow`
+    assert search_steps.cache_widths(Grows(), tf.constant(57)) is not None  # a tensor: one loop
+    assert len(search_steps.cache_widths(Grows(), tf.constant(57))) == 1
+
+
+@pytest.mark.parametrize("kind", ["post_norm_tied", "pre_norm_untied_learned"])
+def test_growing_caches_decode_as_caches_of_the_whole_output(kind, models, rng, monkeypatch):
+    """Greedy, GNMT beam and Hugging Face's beam over caches of 16, 32 and 57 positions give
+    the ids (and scores) of caches of all 57 (the one loop before caches grew), eagerly
+    traced and under XLA (whose bridge needs the loops nested: `growing_loop`)."""
+    from zoo.decode import search_steps
+    from zoo.decode import steps as decode_steps
+
+    model = models[kind]
+    source = tf.constant(padded_source(rng, SOURCE_LENGTHS))  # S 7: 57 output columns
+
+    def decodings(jit_compile):
+        return (decode.greedy_decode(model, source, jit_compile=jit_compile),
+                *decode.beam_search(model, source, beam_size=3, jit_compile=jit_compile),
+                *decode.beam_search(model, source, beam_size=2, length_penalty="hf",
+                                    jit_compile=jit_compile))
+
+    widths = []
+    real_grow = decode_steps.TransformerStep.grow
+    monkeypatch.setattr(decode_steps.TransformerStep, "grow",
+                        lambda self, caches, width: widths.append(width) or real_grow(
+                            self, caches, width))
+    monkeypatch.setattr(decode, "_FUNCTIONS", weakref.WeakKeyDictionary())  # traced anew
+    grown = decodings(False)
+    xla = decodings(True)
+    assert widths == [32, 57] * 6, widths  # each of the 6 traces grew its caches twice
+    monkeypatch.setattr(search_steps, "FIRST_CACHE_WIDTH", 1000)  # one loop of 57
+    monkeypatch.setattr(decode, "_FUNCTIONS", weakref.WeakKeyDictionary())
+    whole = decodings(False)
+    assert len(widths) == 12  # no cache grew
+    for a, b, c in zip(grown, whole, xla):
+        if a.dtype.is_floating:
+            np.testing.assert_allclose(a, b, atol=1e-5)
+            np.testing.assert_allclose(c, b, atol=1e-4)
+        else:
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(c, b)
+    assert grown[0].shape[1] == 57 and (np.asarray(grown[0]) != 0).sum(axis=1).max() > 16

@@ -125,3 +125,28 @@ def test_cached_steps_under_mixed_precision(rng, policy):
     finally:
         keras.mixed_precision.set_global_policy("float32")
     np.testing.assert_allclose(steps, expected, atol=5e-2)
+
+
+@pytest.mark.parametrize("scoring", ["scaled_dot", "additive"])
+def test_caches_that_grow_give_the_steps_of_caches_of_the_whole_length(rng, scoring):
+    """`grow_cache` pads the buffers with zeros (keys key-major or not): steps over buffers
+    of 2 positions grown to 3, then 6, give the causal call's outputs, as decoding does with
+    caches that double (`zoo.decode.search_steps.growing_loop`)."""
+    x = keras.ops.convert_to_tensor(rng.normal(size=(2, 6, 8)).astype("float32"))
+    layer = MultiHeadAttention(2, 4, scoring=scoring)
+    full = to_numpy(layer(x, x, use_causal_mask=True))
+    keys, values = layer.empty_cache(2, 2)
+    outputs = []
+    for t in range(6):
+        if t in (2, 3):
+            before = to_numpy(keys)
+            keys, values = layer.grow_cache(keys, values, {2: 3, 3: 6}[t])
+            grown = to_numpy(keys)
+            axis = 3 if scoring != "additive" else 2
+            np.testing.assert_array_equal(np.take(grown, range(before.shape[axis]), axis), before)
+            assert not np.take(grown, range(before.shape[axis], grown.shape[axis]), axis).any()
+        index = keras.ops.convert_to_tensor(t, "int32")
+        output, keys, values = layer.call_with_cache(x[:, t : t + 1], keys, values, index)
+        outputs.append(to_numpy(output))
+    assert to_numpy(values).shape == (2, 2, 6, 4)
+    np.testing.assert_allclose(np.concatenate(outputs, 1), full, atol=1e-5)

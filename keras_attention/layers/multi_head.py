@@ -98,6 +98,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.dropout = dropout
         self.use_bias = use_bias
         self.scoring = scoring
+        self._key_major = scoring != "additive"  # cached keys `(B, N, H, S)`, ready for q @ kᵀ
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
@@ -291,11 +292,6 @@ class MultiHeadAttention(keras.layers.Layer):
 
     # === Incremental decoding (key/value cache) ===
 
-    @property
-    def _key_major(self):
-        """Dot-product scoring keeps keys as `(B, N, H, S)`, ready for `q @ kᵀ`."""
-        return self.scoring != "additive"
-
     def compute_key_value(self, value, key=None):
         """Project the keys and values once, e.g. the encoder output for cross-attention:
         value `(B, S, Dv)`, key `(B, S, Dk)` (default `value`) -> `(key, value)` in the
@@ -318,6 +314,11 @@ class MultiHeadAttention(keras.layers.Layer):
         n, hk, hv = self.num_heads, self.key_dim, self.value_dim
         key_shape = (batch_size, n, hk, length) if self._key_major else (batch_size, n, length, hk)
         return ops.zeros(key_shape, dtype), ops.zeros((batch_size, n, length, hv), dtype)
+
+    def grow_cache(self, key_cache, value_cache, length):
+        """The buffers of `empty_cache` padded with zeros to `length` positions."""
+        return (kv_cache.grow(key_cache, length, 3 if self._key_major else 2),
+                kv_cache.grow(value_cache, length, 2))
 
     def call_with_cache(
         self, query, key_cache, value_cache, cache_index=None, value_mask=None, training=None,

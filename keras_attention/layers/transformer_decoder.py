@@ -128,6 +128,13 @@ class TransformerDecoderBlock(TransformerBlockBase):
             return self.self_attention.initial_state(batch_size)
         return self.self_attention.empty_cache(batch_size, length, dtype)
 
+    def grow_self_attention_cache(self, cache, length):
+        """`empty_self_attention_cache`'s buffers padded with zeros to `length` positions
+        (`MultiHeadAttention.grow_cache`); linear attention's state is kept as it is."""
+        if self.attention == "linear":
+            return cache
+        return self.self_attention.grow_cache(*cache, length)
+
     def compute_cross_attention_cache(self, encoder_sequence):
         """The cross-attention keys and values of the encoder output, computed once.
 

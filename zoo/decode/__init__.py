@@ -18,9 +18,12 @@ and both work on models from `zoo.get` and on the same models after
 - Transformer (`use_cache=True`): the encoder runs once; the cross-attention
   keys and values of its output are projected once; each step embeds one token
   at position t and runs the decoder blocks on it alone, writing its
-  self-attention keys and values into per-block buffers of `max_length`
-  positions (`TransformerDecoderBlock.call_with_cache`). A step costs
-  O(max_length) instead of re-running the whole prefix.
+  self-attention keys and values into per-block buffers
+  (`TransformerDecoderBlock.call_with_cache`). The buffers start at 16
+  positions and double as the decoding goes, up to `max_length` (one loop per
+  width, `zoo.decode.search_steps.growing_loop`), so a step costs O(t) (at most
+  2t positions are attended to and, in beam search, reordered) instead of
+  re-running the whole prefix, or paying for `max_length` positions at every step.
 - RNNsearch (`use_cache=True`): the encoder runs once and each step is one
   `BahdanauDecoder.step`; the "cache" is the recurrent state (with
   `attention="location"` also the previous alignment `α_{t-1}`), O(S) per step.
@@ -162,7 +165,8 @@ def beam_search(
 
     The encoder runs once per row; its outputs, the source mask and the
     cross-attention keys/values are repeated per beam (rows `b·K + k`), and the
-    per-hypothesis caches are reordered by parent beam at every step.
+    per-hypothesis caches are reordered by parent beam at every step (caches that
+    grow with the output: see the module docstring).
 
     Args:
         model, source, max_length, start_id, end_id, jit_compile: as in `greedy_decode`.

@@ -25,7 +25,13 @@ vocabulary, L = `width` columns.
 
 import tensorflow as tf
 
-from zoo.decode.search_steps import forced_end, keep_shapes, pad_column, write_column
+from zoo.decode.search_steps import (
+    cache_widths,
+    forced_end,
+    growing_loop,
+    pad_column,
+    write_column,
+)
 
 _NEG = -1e9  # HF's score for impossible or excluded candidates
 
@@ -42,8 +48,8 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
         beam_size: K.
         alpha: HF's `length_penalty`.
     """
-    batch, k = tf.shape(source)[0], beam_size
-    state = stepper.prepare(source, k, width)  # B·K rows: b·K + k
+    batch, k, widths = tf.shape(source)[0], beam_size, cache_widths(stepper, width)
+    state = stepper.prepare(source, k, widths[0])  # B·K rows: b·K + k
     running = tf.fill([batch, k, width], ids.pad)  # (B, K, L)
     running_scores = tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG)], 0)[None], [batch, 1])
     pool = tf.fill([batch, k, width], ids.pad)  # ended hypotheses
@@ -98,6 +104,6 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
         return (t + 1, stop, last, running, run_scores, pool, pool_scores, pool_ended,
                 improving, state)
 
-    loop = tf.while_loop(keep_going, keep_shapes(step), loop_vars)
+    loop = growing_loop(keep_going, step, loop_vars, stepper, widths)
     pool, pool_scores = loop[5], loop[6]
     return pool[:, 0], pool_scores[:, 0]

@@ -1,13 +1,20 @@
 """The decoding loops of `zoo.decode`: greedy search and the GNMT beam search.
 
-Both run one `tf.while_loop` over fixed-size buffers of `width` columns and call a
-stepper (`zoo.decode.steps`) for the logits of each step. Hugging Face's beam
+Both run `tf.while_loop`s over output buffers of `width` columns and call a stepper
+(`zoo.decode.steps`) for the logits of each step, whose caches start at 16 positions and
+double as the decoding goes (`search_steps.growing_loop`). Hugging Face's beam
 search is `zoo.decode.hf_beam`; the pieces the loops share are in `zoo.decode.search_steps`.
 """
 
 import tensorflow as tf
 
-from zoo.decode.search_steps import forced_end, keep_shapes, pad_column, write_column
+from zoo.decode.search_steps import (
+    cache_widths,
+    forced_end,
+    growing_loop,
+    pad_column,
+    write_column,
+)
 
 NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
 
@@ -40,8 +47,8 @@ def greedy(stepper, source, width, limit, ids, with_score=False, choose=None):
     log-probabilities `log softmax(logits)[token]` up to and including `[END]` (the
     score of beam search of width 1 with α = 0), added up in the loop.
     """
-    batch = tf.shape(source)[0]
-    state = stepper.prepare(source, 1, width)
+    batch, widths = tf.shape(source)[0], cache_widths(stepper, width)
+    state = stepper.prepare(source, 1, widths[0])
     tokens = tf.fill([batch], ids.start)  # the decoder input at step t
     output = tf.fill([batch, width], ids.pad)
     done = tf.less_equal(limit, 0)
@@ -67,9 +74,8 @@ def greedy(stepper, source, width, limit, ids, with_score=False, choose=None):
         done = done | tf.equal(token, ids.end) | (t + 1 >= limit)
         return t + 1, token, output, done, score, state
 
-    _, _, output, _, score, _ = tf.while_loop(
-        keep_going, keep_shapes(step), (tf.constant(0), tokens, output, done, score, state)
-    )
+    _, _, output, _, score = growing_loop(
+        keep_going, step, (tf.constant(0), tokens, output, done, score, state), stepper, widths)
     return (output, score) if with_score else output
 
 
@@ -104,8 +110,8 @@ def _best_ended(hypotheses, log_probs, finishing, t, alpha, best, best_score):
 
 def beam(stepper, source, width, limit, ids, beam_size, alpha):
     """GNMT beam search (see `zoo.decode.beam_search`): `(tokens (B, width), scores (B,))`."""
-    batch, k = tf.shape(source)[0], beam_size
-    state = stepper.prepare(source, k, width)  # every tensor has B·K rows: b·K + k
+    batch, k, widths = tf.shape(source)[0], beam_size, cache_widths(stepper, width)
+    state = stepper.prepare(source, k, widths[0])  # every tensor has B·K rows: b·K + k
     last = tf.fill([batch * k], ids.start)  # (B·K,) the decoder input at step t
     alive = tf.fill([batch, k, width], ids.pad)  # live hypotheses
     # Only beam 0 is live at first, so the first step does not pick K copies of one token.
@@ -145,5 +151,5 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
     best, best_score = tf.fill([batch, width], ids.pad), tf.fill([batch], NEG)
     start = (tf.constant(0), last, alive, alive_log_probs, ended, best, best_score,
              tf.less_equal(limit, 0), state)
-    loop = tf.while_loop(keep_going, keep_shapes(step), start)
+    loop = growing_loop(keep_going, step, start, stepper, widths)
     return loop[5], loop[6]

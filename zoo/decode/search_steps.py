@@ -1,8 +1,10 @@
-"""The pieces both beam searches share (`zoo.decode`'s GNMT beam and `zoo.decode.hf_beam`).
+"""The pieces the decoding loops share (`zoo.decode`'s greedy and GNMT beam searches and
+`zoo.decode.hf_beam`).
 
 The special ids of a decoding, writing one column of the output buffer,
-forcing `[END]` at the length limit, never generating the padding id, and
-keeping a `tf.while_loop` body's static shapes.
+forcing `[END]` at the length limit, never generating the padding id,
+keeping a `tf.while_loop` body's static shapes, and the loop itself over
+caches that grow (`growing_loop`).
 """
 
 import tensorflow as tf
@@ -53,3 +55,50 @@ def keep_shapes(step):
 def pad_column(logits, pad_id=PAD_ID):
     """True at the padding id's column of `(…, V)` logits: it is never generated."""
     return tf.equal(tf.range(tf.shape(logits)[-1]), pad_id)
+
+
+# The first width of a stepper's caches when they grow (`cache_widths`).
+FIRST_CACHE_WIDTH = 16
+
+
+def cache_widths(stepper, width):
+    """The widths a decoding's caches take, one loop each (`growing_loop`): 16, 32, 64, …
+    up to `width` where the stepper can grow its state (`grow`) and `width` is a Python int
+    (static shapes: an export, XLA); else `[width]`, one loop over caches of `width`.
+
+    A step attends to, writes into and (beam search) reorders whole cache buffers. With
+    buffers as wide as the output (an export's `max_length`, 256 for `transformer-small`)
+    every step pays for 256 positions where a sentence fills 20 or 30; buffers that double
+    as the decoding goes pay for at most twice the positions filled, and for 16 at first.
+    """
+    if not hasattr(stepper, "grow") or not isinstance(width, int):
+        return [width]
+    widths = [min(FIRST_CACHE_WIDTH, width)]
+    while widths[-1] < width:
+        widths.append(min(2 * widths[-1], width))
+    return widths
+
+
+def growing_loop(keep_going, step, start, stepper, widths):
+    """`tf.while_loop(keep_going, step, start)`, whose first loop variable is the step t and
+    last the stepper's state, over caches that grow through `widths` (`cache_widths`): a
+    loop per width stops where t reaches it; if the decoding goes on (`keep_going`), the
+    state grows to the next width (`stepper.grow`) and the next loop takes over. Returns
+    the loop variables at the end but the state.
+
+    Each next loop sits in a `tf.cond` branch of the one before: TensorFlow 2.21's XLA
+    bridge fails on three `While` nodes in a row in one function ("Cannot find body
+    function ..._const_0", tensorflow/tensorflow#122886), and a decoding that is over
+    skips the rest, the growing included.
+    """
+    bound = widths[0]
+    variables = tf.while_loop(keep_going, keep_shapes(step), start,
+                              maximum_iterations=bound - start[0])
+    if len(widths) == 1:
+        return variables[:-1]
+
+    def go_on():
+        grown = (*variables[:-1], stepper.grow(variables[-1], widths[1]))
+        return growing_loop(keep_going, step, grown, stepper, widths[1:])
+
+    return tf.cond(keep_going(*variables), go_on, lambda: variables[:-1])

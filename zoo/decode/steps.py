@@ -5,9 +5,12 @@ and returns the initial decoding state for `B·copies` rows (beam k of row b is
 row `b·K + k`), and `step(tokens, t, state)`, which takes the tokens `(B·K,)`
 at position t and returns the logits `(B·K, V)` for position t and the next
 state. The loops reorder every tensor of the state by parent beam, so a state
-is any nest of tensors with `B·K` rows.
+is any nest of tensors with `B·K` rows. A stepper whose state has `width`
+positions may have `grow(state, width)`, the state padded to a wider buffer: the
+loops then start with 16 positions and double them as they go
+(`zoo.decode.search_steps.growing_loop`).
 
-- `TransformerStep`: self-attention key/value caches of `width` positions.
+- `TransformerStep`: self-attention key/value caches of `width` positions (`grow`).
 - `RNNSearchStep`: the decoder's recurrent state (with location-aware
   attention, also the previous alignment `α_{t-1}`).
 - `IncrementalDecoder`: ConvS2S, each decoder layer's last k-1 inputs.
@@ -128,6 +131,11 @@ class TransformerStep:
         ]  # each (B·copies, N, H, S) and (B·copies, N, S, H)
         rows = tf.shape(source)[0] * copies
         return tuple(block.empty_self_attention_cache(rows, width) for block in self.decoder_blocks)
+
+    def grow(self, caches, width):
+        """The self-attention caches padded with zeros to `width` positions."""
+        return tuple(block.grow_self_attention_cache(cache, width)
+                     for block, cache in zip(self.decoder_blocks, caches))
 
     def step(self, tokens, t, caches):
         """tokens `(B,)` at position t -> logits `(B, V)` for position t, new caches."""
