@@ -142,7 +142,7 @@ def run(args):
 def table(results):
     """Markdown: ms per sentence and the ratio to CTranslate2 float32, per engine."""
     rows = results["rows"]
-    names = sorted({key.split("|")[0] for key in rows}, key=list(rows).index)
+    names = list(dict.fromkeys(key.split("|")[0] for key in rows))  # as measured
     columns = sorted({tuple(key.split("|")[1:]) for key in rows},
                      key=lambda c: (int(c[1]), c[0]))
     head = " | ".join(f"{search} {batch}" for search, batch in columns)
@@ -171,9 +171,9 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     results = run(args)
-    print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    print(table(results))
     return 0
 
 
