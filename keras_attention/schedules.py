@@ -1,6 +1,7 @@
 """Learning-rate schedules (docs/math.md#the-inverse-square-root-schedule,
 docs/math.md#the-budgeted-schedule)."""
 
+import contextlib
 import math
 import warnings
 
@@ -108,10 +109,10 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
         Attach after `optimizer.build`: the two variables then come last among the
         optimizer's, in the same order in every process, so the optimizer state a
-        run saves (`model.save_weights`) loads into the next one. A `.keras` file
-        saved this way holds two more optimizer variables than `load_model` makes
-        from its config: loading it compiled skips the optimizer's state with
-        Keras's warning (the weights load; the budget comes from the config).
+        run saves (`model.save_weights`) loads into the next one. Save a `.keras`
+        file inside `detached(optimizer)`: `keras.saving.load_model` rebuilds the
+        optimizer from its config, the schedule's budget included, without the two
+        variables, and loads its state only where the counts agree.
 
         Args:
             optimizer: a Keras optimizer (the inner one of a `LossScaleOptimizer`).
@@ -147,6 +148,27 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": int(ops.convert_to_numpy(self.warmup_steps)),
                 "total_steps": int(ops.convert_to_numpy(self.total_steps)), "shape": self.shape}
+
+
+@contextlib.contextmanager
+def detached(optimizer):
+    """`optimizer` (or a `LossScaleOptimizer`'s inner one) without an attached
+    `BudgetSchedule`'s two variables while the block runs, then with them again, last as
+    before: for `model.save`, whose `.keras` file then loads with its optimizer state
+    (`BudgetSchedule.attach`). Nothing changes for another schedule or none."""
+    optimizer = getattr(optimizer, "inner_optimizer", None) or optimizer
+    schedule = getattr(optimizer, "_learning_rate", None)
+    tracked = {id(variable) for variable in getattr(optimizer, "variables", [])}
+    budget = [variable for variable in (getattr(schedule, "warmup_steps", None),
+                                        getattr(schedule, "total_steps", None))
+              if isinstance(schedule, BudgetSchedule) and id(variable) in tracked]
+    for variable in budget:
+        optimizer._untrack_variable(variable)
+    try:
+        yield optimizer
+    finally:
+        for variable in budget:
+            optimizer._track_variable(variable)
 
 
 def _check_budget(warmup_steps, total_steps):

@@ -532,3 +532,32 @@ def test_a_time_limited_run_follows_its_corrections_to_a_zero_rate(backend, tmp_
     assert carried[1:] == held[:-1], report  # each correction reached the next step
     assert held[-1] == steps == summary["budget"]["predicted_steps_final"], report
     assert report["rate_after_last_step"] == 0.0 and report["rate_of_last_step"] > 0.0, report
+
+
+def test_a_keras_file_of_a_budget_run_loads_with_its_optimizer_state(tmp_path):
+    """The schedule's variables are the optimizer's state while training
+    (`BudgetSchedule.attach`), not in the `.keras` file `zoo.files.save_model` writes
+    (`schedules.detached`): `keras.saving.load_model` rebuilds the optimizer from the config,
+    budget included, and loads its moments and iterations."""
+    import warnings
+
+    from zoo import files
+
+    model = registry.get("transformer-tiny", **SMALL)
+    plan = budget.BudgetPlan("budget-linear", "test", 1e-3, 4000, 5, 1000, "test")
+    schedule = budget.install(model, plan, warmup_steps=7, total_steps=90)
+    count = len(model.optimizer.variables)
+    source = np.random.default_rng(0).integers(3, 100, (4, 6)).astype("int32")
+    batch = {"source": source, "target": source}
+    model.fit(batch, source, epochs=2, verbose=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        files.save_model(model, tmp_path / "last.keras")
+        loaded = keras.saving.load_model(tmp_path / "last.keras")
+    assert not [w for w in caught if "Skipping variable loading" in str(w.message)]
+    assert len(model.optimizer.variables) == count  # attached again, in the same place
+    assert model.optimizer.variables[-1] is schedule.total_steps
+    assert int(loaded.optimizer.iterations.numpy()) == 2
+    assert loaded.optimizer._learning_rate.get_config()["total_steps"] == 90
+    for mine, theirs in zip(model.optimizer.variables[:-2], loaded.optimizer.variables):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())

@@ -33,6 +33,7 @@ import zipfile
 
 import numpy as np
 
+from keras_attention import schedules
 from zoo.errors import ZooError
 
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -203,8 +204,12 @@ def normalise(value):
 
 
 def save_model(model, path):
-    """`model.save(path)`, atomically."""
-    return replace(path, model.save)
+    """`model.save(path)`, atomically; a budget schedule's variables out of the optimizer's
+    state meanwhile, so that `keras.saving.load_model` loads the file with its optimizer
+    state (`keras_attention.schedules.detached`)."""
+    optimizer = getattr(model, "optimizer", None)
+    with schedules.detached(optimizer) if optimizer is not None else contextlib.nullcontext():
+        return replace(path, model.save)
 
 
 def copy(source, path):
