@@ -510,7 +510,9 @@ def _budget_report(backend, tmp_path):
         budget_run.main(tmp_path)
     else:
         if backend == "torch" and importlib.util.find_spec("torch") is None:
-            pytest.skip("PyTorch is not installed: .venv/bin/pip install torch==2.13.0")
+            pytest.skip("PyTorch is not installed, so the time-limited run did not train under "
+                        "it: .venv/bin/pip install torch==2.13.0 (the CPU build among this "
+                        "machine's wheels); the TensorFlow and JAX runs check the same")
         result = subprocess.run([sys.executable, str(TESTS / "budget_run.py"), str(tmp_path)],
                                 capture_output=True, text=True, timeout=600,
                                 env={**os.environ, "KERAS_BACKEND": backend})
