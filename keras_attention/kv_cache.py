@@ -45,11 +45,11 @@ def write_positions(cache, new, index, axis):
 
 
 def grow(cache, length, axis):
-    """`cache` `(B, N, ·, ·)` padded with zeros to `length` positions (a static int) along
-    `axis`: a decoding whose buffers start small and double as it goes attends to and
+    """`cache` `(B, N, ·, ·)` padded with zeros to `length` positions (an int, or a scalar
+    tensor where shapes may change) along `axis`: a decoding whose buffers start small and double as it goes attends to and
     copies about the positions it has filled, not the longest output it may reach."""
     padding = [[0, 0]] * 4
-    padding[axis] = [0, length - cache.shape[axis]]
+    padding[axis] = [0, length - ops.shape(cache)[axis]]
     return ops.pad(cache, padding)
 
 

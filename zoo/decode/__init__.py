@@ -10,9 +10,10 @@ Two searches over `p(y | x) = Π_t p(y_t | y_<t, x)`:
 and `sample` (`zoo.decode.sampling`): each token drawn from the model's
 distribution, with a temperature, top-k and top-p, seeded statelessly.
 
-Both decode a batch inside one `tf.function` (`tf.while_loop` over fixed-size
-buffers, so they also compile under XLA when `max_length` is a Python int),
-and both work on models from `zoo.get` and on the same models after
+Both decode a batch inside one `tf.function`, in segments of steps
+(`zoo.decode.segments`): between two, the sentences that have finished leave the batch
+and the caches grow. With `jit_compile` (a Python int `max_length`) XLA compiles each
+segment, per shape, and the loop over segments runs in the graph around them. Both work on models from `zoo.get` and on the same models after
 `keras.saving.load_model` (layers are found by name). How one step is computed:
 
 - Transformer (`use_cache=True`): the encoder runs once; the cross-attention
@@ -20,8 +21,8 @@ and both work on models from `zoo.get` and on the same models after
   at position t and runs the decoder blocks on it alone, writing its
   self-attention keys and values into per-block buffers
   (`TransformerDecoderBlock.call_with_cache`). The buffers start at 16
-  positions and double as the decoding goes, up to `max_length` (one loop per
-  width, `zoo.decode.search_steps.growing_loop`), so a step costs O(t) (at most
+  positions and double as the decoding goes, up to `max_length`
+  (`zoo.decode.segments`), so a step costs O(t) (at most
   2t positions are attended to and, in beam search, reordered) instead of
   re-running the whole prefix, or paying for `max_length` positions at every step.
 - RNNsearch (`use_cache=True`): the encoder runs once and each step is one
@@ -218,22 +219,28 @@ def strip_special(ids, end_id=END_ID, pad_id=PAD_ID):
 
 
 def _run(model, source, max_length, jit_compile, *args):
-    """Run `_decode` in a `tf.function` of its own per model (XLA-compiled with
-    `jit_compile`), or, inside a caller's `tf.function` without `jit_compile`, build
-    the loop right into the caller's graph (an export signature, an XLA function)."""
+    """Run `_decode` in a `tf.function` of its own per model, or, inside a caller's
+    `tf.function`, build the loop right into the caller's graph (an export signature).
+
+    With `jit_compile`, greedy and GNMT beam search run their loop over segments in that
+    graph and XLA compiles each segment (`zoo.decode.segments`: the batch sheds finished
+    sentences between segments, which one XLA program cannot); Hugging Face's beam search
+    runs whole inside one XLA-compiled function."""
     backends.require_tensorflow("zoo's decoding (greedy_decode, beam_search)")
     check_jit_length(max_length, jit_compile)
-    if tf.inside_function() and not jit_compile:
-        return _decode(model, source, max_length, *args)
+    segmented = bool(jit_compile) and args[7] != "hf"  # args: `_decode`'s, from start_id
+    whole_xla = bool(jit_compile) and not segmented
+    if tf.inside_function() and not whole_xla:
+        return _decode(model, source, max_length, *args, jit=segmented)
     functions = _FUNCTIONS.setdefault(model, {})
     key = (bool(jit_compile), max_length is None, *args)
     if key not in functions:
         # One function per model and setting, so that each retraces only for new shapes.
-        run = _Decoder(model, args)
+        run = _Decoder(model, args, segmented)
         # Plain graph building (no AutoGraph): the loops are explicit tf.while_loops.
         functions[key] = (
             tf.function(run, jit_compile=True, autograph=False)
-            if jit_compile
+            if whole_xla
             else tf.function(run, reduce_retracing=True, autograph=False)
         )
     # An int `max_length` stays a trace-time constant (static shapes; a new trace per value).
@@ -247,17 +254,18 @@ class _Decoder:
     """`_decode` for one model and setting. A callable object rather than a closure:
     TensorFlow counts retracing per code object, and closures share theirs."""
 
-    def __init__(self, model, settings):
+    def __init__(self, model, settings, jit):
         self.model = weakref.ref(model)  # the cache must not keep the model alive
-        self.settings = settings
+        self.settings, self.jit = settings, jit
 
     def __call__(self, source, max_length):
-        return _decode(self.model(), source, max_length, *self.settings)
+        return _decode(self.model(), source, max_length, *self.settings, jit=self.jit)
 
 
 def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, alpha,
-            pad_id=PAD_ID, force_end=False, penalty="gnmt", with_score=False):
-    """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants."""
+            pad_id=PAD_ID, force_end=False, penalty="gnmt", with_score=False, jit=False):
+    """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants.
+    `jit`: XLA compiles each segment of greedy and GNMT beam search."""
     source, extended = copy_steps.split_source(source)
     if extended is None:
         stepper = _stepper(model, use_cache, pad_id)
@@ -267,7 +275,7 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
     source = decode_steps.check_width(model, width, source)
     ids = Ids(start_id, end_id, pad_id, force_end)
     if beam_size == 0:
-        return decode_loops.greedy(stepper, source, width, limit, ids, with_score)
+        return decode_loops.greedy(stepper, source, width, limit, ids, with_score, jit=jit)
     if penalty == "hf":
         return hf_beam.beam(stepper, source, width, limit, ids, beam_size, alpha)
-    return decode_loops.beam(stepper, source, width, limit, ids, beam_size, alpha)
+    return decode_loops.beam(stepper, source, width, limit, ids, beam_size, alpha, jit=jit)

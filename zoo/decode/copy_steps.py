@@ -63,6 +63,8 @@ def stepper(model, use_cache, source_extended, pad_id=PAD_ID):
 class CopyRNNSearchStep(RNNSearchStep):
     """RNNsearch's step with the pointer-generator: the state is the recurrent state."""
 
+    CONTEXT = (*RNNSearchStep.CONTEXT, "source_extended")
+
     def __init__(self, layers, source_extended):
         super().__init__(layers)
         self.extended = source_extended
@@ -89,6 +91,8 @@ class CopyRNNSearchStep(RNNSearchStep):
 
 class CopyTransformerStep(TransformerStep):
     """The cached Transformer step with the pointer-generator."""
+
+    CONTEXT = (*TransformerStep.CONTEXT, "source_extended", "encoder_output")
 
     def __init__(self, layers, source_extended, pad_id=PAD_ID):
         super().__init__(layers, pad_id)
@@ -130,6 +134,8 @@ class CopyTransformerStep(TransformerStep):
 
 class CopyFullModelStep(FullModelStep):
     """No cache: the whole copying model on a fixed-size target buffer at every step."""
+
+    CONTEXT = (*FullModelStep.CONTEXT, "source_extended")
 
     def __init__(self, model, source_extended):
         super().__init__(model)

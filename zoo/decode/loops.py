@@ -1,20 +1,16 @@
 """The decoding loops of `zoo.decode`: greedy search and the GNMT beam search.
 
 Both run `tf.while_loop`s over output buffers of `width` columns and call a stepper
-(`zoo.decode.steps`) for the logits of each step, whose caches start at 16 positions and
-double as the decoding goes (`search_steps.growing_loop`). Hugging Face's beam
+(`zoo.decode.steps`) for the logits of each step, in segments (`zoo.decode.segments`): the
+caches start at 16 positions and double as the decoding goes, and finished sentences leave
+the batch. Hugging Face's beam
 search is `zoo.decode.hf_beam`; the pieces the loops share are in `zoo.decode.search_steps`.
 """
 
 import tensorflow as tf
 
-from zoo.decode.search_steps import (
-    cache_widths,
-    forced_end,
-    growing_loop,
-    pad_column,
-    write_column,
-)
+from zoo.decode import segments
+from zoo.decode.search_steps import forced_end, pad_column, write_column
 
 NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
 
@@ -36,28 +32,30 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def greedy(stepper, source, width, limit, ids, with_score=False, choose=None):
+def greedy(stepper, source, width, limit, ids, with_score=False, choose=None, jit=False):
     """The arg-max token at every step: int32 `(B, width)`, `ids.pad` after `[END]`.
 
     `choose(masked, t)`, when given, picks the token of step t instead of the arg-max
     (`zoo.decode.sampling` draws it): `masked` is `(B, V)` logits in which the padding
-    id, and at the length limit every id but `[END]` (with `force_end`), are NEG.
+    id, and at the length limit every id but `[END]` (with `force_end`), are NEG. Its rows
+    keep their places (the draws depend on them); otherwise finished rows leave the batch
+    (`zoo.decode.segments`, whose segments XLA compiles with `jit`).
 
     With `with_score`, also float32 `(B,)`: the sum of the chosen tokens'
     log-probabilities `log softmax(logits)[token]` up to and including `[END]` (the
     score of beam search of width 1 with α = 0), added up in the loop.
     """
-    batch, widths = tf.shape(source)[0], cache_widths(stepper, width)
-    state = stepper.prepare(source, 1, widths[0])
+    batch = tf.shape(source)[0]
+    state = stepper.prepare(source, 1, segments.first_width(stepper, width))
     tokens = tf.fill([batch], ids.start)  # the decoder input at step t
     output = tf.fill([batch, width], ids.pad)
     done = tf.less_equal(limit, 0)
     score = tf.zeros([batch], tf.float32)
 
-    def keep_going(t, tokens, output, done, score, state):
+    def keep_going(t, tokens, output, done, score, limit):
         return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
 
-    def step(t, tokens, output, done, score, state):
+    def step(stepper, t, tokens, output, done, score, limit, state):
         logits, state = stepper.step(tokens, t, state)  # (B, V)
         masked = tf.where(pad_column(logits, ids.pad), tf.constant(NEG, logits.dtype), logits)
         masked = forced_end(masked, ids, t + 1 >= limit, NEG)
@@ -72,10 +70,12 @@ def greedy(stepper, source, width, limit, ids, with_score=False, choose=None):
         token = tf.where(done, tf.fill(tf.shape(token), ids.pad), token)
         output = write_column(output, t, token)
         done = done | tf.equal(token, ids.end) | (t + 1 >= limit)
-        return t + 1, token, output, done, score, state
+        return t + 1, token, output, done, score, limit, state
 
-    _, _, output, _, score = growing_loop(
-        keep_going, step, (tf.constant(0), tokens, output, done, score, state), stepper, widths)
+    search = segments.Search(step, keep_going, (tokens, output, done, score, limit), done=2,
+                             per_hypothesis=(), results=(1, 3), copies=1,
+                             drop_finished=choose is None)
+    output, score = segments.run(search, stepper, state, width, jit)
     return (output, score) if with_score else output
 
 
@@ -108,22 +108,29 @@ def _best_ended(hypotheses, log_probs, finishing, t, alpha, best, best_score):
     return tf.where(better[:, None], candidate, best), tf.where(better, candidate_score, best_score)
 
 
-def beam(stepper, source, width, limit, ids, beam_size, alpha):
-    """GNMT beam search (see `zoo.decode.beam_search`): `(tokens (B, width), scores (B,))`."""
-    batch, k, widths = tf.shape(source)[0], beam_size, cache_widths(stepper, width)
-    state = stepper.prepare(source, k, widths[0])  # every tensor has B·K rows: b·K + k
+def beam(stepper, source, width, limit, ids, beam_size, alpha, jit=False):
+    """GNMT beam search (see `zoo.decode.beam_search`): `(tokens (B, width), scores (B,))`.
+
+    Finished sentences leave the batch (`zoo.decode.segments`, whose segments XLA
+    compiles with `jit`)."""
+    batch, k = tf.shape(source)[0], beam_size
+    # Every per-hypothesis tensor has B·K rows: b·K + k.
+    state = stepper.prepare(source, k, segments.first_width(stepper, width))
     last = tf.fill([batch * k], ids.start)  # (B·K,) the decoder input at step t
     alive = tf.fill([batch, k, width], ids.pad)  # live hypotheses
     # Only beam 0 is live at first, so the first step does not pick K copies of one token.
     alive_log_probs = tf.tile(
         tf.concat([[0.0], tf.fill([k - 1], NEG)], axis=0)[None, :], [batch, 1]
     )  # (B, K)
+    ended = tf.zeros([batch], tf.int32)  # d: hypotheses that ended so far
+    best, best_score = tf.fill([batch, width], ids.pad), tf.fill([batch], NEG)
     max_penalty = length_penalty(limit, alpha)  # (B,)
 
-    def keep_going(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
-        return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(done)))
+    def keep_going(t, *variables):
+        return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(variables[6])))
 
-    def step(t, last, alive, alive_log_probs, ended, best, best_score, done, state):
+    def step(stepper, t, last, alive, alive_log_probs, ended, best, best_score, done, limit,
+             max_penalty, state):
         logits, state = stepper.step(last, t, state)  # (B·K, V)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         log_probs = tf.where(pad_column(log_probs, ids.pad), NEG, log_probs)
@@ -143,13 +150,13 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
             | (best_alive / max_penalty < best_score)  # no live hypothesis can win any more
         )
         alive_log_probs = tf.where(done[:, None], NEG, alive_log_probs)
-        rows = tf.reshape(tf.range(batch)[:, None] * k + parent, [-1])  # (B·K,)
+        rows = tf.reshape(tf.range(tf.shape(done)[0])[:, None] * k + parent, [-1])  # (B·K,)
         state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
-        return t + 1, tf.reshape(token, [-1]), hypotheses, alive_log_probs, ended, best, best_score, done, state
+        return (t + 1, tf.reshape(token, [-1]), hypotheses, alive_log_probs, ended, best,
+                best_score, done, limit, max_penalty, state)
 
-    ended = tf.zeros([batch], tf.int32)  # d: hypotheses that ended so far
-    best, best_score = tf.fill([batch, width], ids.pad), tf.fill([batch], NEG)
-    start = (tf.constant(0), last, alive, alive_log_probs, ended, best, best_score,
-             tf.less_equal(limit, 0), state)
-    loop = growing_loop(keep_going, step, start, stepper, widths)
-    return loop[5], loop[6]
+    variables = (last, alive, alive_log_probs, ended, best, best_score, tf.less_equal(limit, 0),
+                 limit, max_penalty)
+    search = segments.Search(step, keep_going, variables, done=6, per_hypothesis=(0,),
+                             results=(4, 5), copies=k)
+    return segments.run(search, stepper, state, width, jit)

@@ -8,7 +8,9 @@ state. The loops reorder every tensor of the state by parent beam, so a state
 is any nest of tensors with `B·K` rows. A stepper whose state has `width`
 positions may have `grow(state, width)`, the state padded to a wider buffer: the
 loops then start with 16 positions and double them as they go
-(`zoo.decode.search_steps.growing_loop`).
+(`zoo.decode.segments`). A stepper's `CONTEXT` names the attributes that `prepare` sets to
+per-row tensors the steps read (`B·copies` rows: the encoder's outputs, the source mask):
+the loops drop finished sentences from the batch by gathering them (`with_context`).
 
 - `TransformerStep`: self-attention key/value caches of `width` positions (`grow`).
 - `RNNSearchStep`: the decoder's recurrent state (with location-aware
@@ -16,6 +18,8 @@ loops then start with 16 positions and double them as they go
 - `IncrementalDecoder`: ConvS2S, each decoder layer's last k-1 inputs.
 - `FullModelStep`: no cache; the whole model on a fixed-size target buffer.
 """
+
+import copy
 
 import tensorflow as tf
 from keras import ops
@@ -95,12 +99,32 @@ def check_width(model, width, source):
         return tf.identity(source)
 
 
+def has_context(stepper):
+    """Whether the loops can gather `stepper`'s per-row tensors (its `CONTEXT`)."""
+    return getattr(stepper, "CONTEXT", None) is not None
+
+
+def context(stepper):
+    """The per-row tensors of a prepared `stepper`, a tuple in `CONTEXT`'s order."""
+    return tuple(getattr(stepper, name) for name in stepper.CONTEXT)
+
+
+def with_context(stepper, values):
+    """A copy of `stepper` whose `CONTEXT` attributes are `values` (`context`'s layout)."""
+    chosen = copy.copy(stepper)
+    for name, value in zip(stepper.CONTEXT, values):
+        setattr(chosen, name, value)
+    return chosen
+
+
 def _repeat(tensor, copies):
     return tensor if copies == 1 else tf.repeat(tensor, copies, axis=0)
 
 
 class TransformerStep:
     """Encoder once, then one token at a time through the cached decoder blocks."""
+
+    CONTEXT = ("source_mask", "cross_caches")
 
     def __init__(self, layers, pad_id=PAD_ID):
         self.pad_id = pad_id
@@ -181,6 +205,8 @@ def tied_logits(y, embedding):
 class RNNSearchStep:
     """Encoder once, then `BahdanauDecoder.step`: the state is the recurrent state."""
 
+    CONTEXT = ("annotations", "source_mask", "projected_key")
+
     def __init__(self, layers):
         self.layers = layers
         self.decoder = layers["decoder"]
@@ -209,6 +235,8 @@ class RNNSearchStep:
 class FullModelStep:
     """No cache: the whole model on a fixed-size target buffer at every step."""
 
+    CONTEXT = ("source",)
+
     def __init__(self, model):
         self.model = model
 
@@ -236,6 +264,8 @@ class IncrementalDecoder:
     Args:
         layers: the model's layers by name (models from `build` or `.keras` files).
     """
+
+    CONTEXT = ("keys", "values", "mask")
 
     def __init__(self, layers):
         self.layers = layers

@@ -49,10 +49,9 @@ class CopyTranslationModule(TranslationModule):
                 tf.pad(extended, pad, constant_values=self.ids["pad"]),
                 tf.pad(slots, pad, constant_values=""))
 
-    def _outputs(self, text, run):
+    def _outputs(self, text, run, search):
         source, extended, slots = self._copy_sources(text)
-        if self.jit_compile:  # the int-only part, compiled by XLA (no string ops inside)
-            run = tf.function(run, jit_compile=True, autograph=False)
+        run = self._compiled(run, search)
 
         def empty():
             return tf.zeros([0, self.max_new_tokens], tf.int32), tf.zeros([0], tf.float32)

@@ -5,14 +5,14 @@ signatures `serving_default` (beam search), `greedy` and `sample`, strings in an
 strings out (see `zoo.export` for their outputs). Each signature is a plain
 `tf.function`: tokenize (string ops), decode the int ids, detokenize.
 
-With `jit_compile=True` the decoding of the int ids (the search loop; for
-`greedy`, greedy decoding summing the chosen tokens' log-probabilities as it
-goes) is an inner
-`tf.function(jit_compile=True)`: XLA compiles it, and the string ops stay
-outside the XLA cluster (they do not compile). XLA compiles once per input
-shape, so the source is padded to a bucket width, the next power of two from
-`MIN_BUCKET` up, at most `max_length` (padding is masked: the output does not
-change): a server compiles once per (batch size, bucket) it sees.
+With `jit_compile=True` XLA compiles the decoding of the int ids, and the string ops stay
+outside (they do not compile). A batch of one (and `sample`, and Hugging Face's beam
+search) compiles its whole loop as an inner `tf.function(jit_compile=True)`. Larger batches
+of greedy and GNMT beam search (`greedy`, `serving_default`) compile each segment of their
+loop (`zoo.decode.segments`: between segments, outside XLA, the finished sentences leave
+the batch, whose slots are a power of two). XLA compiles once per input shape, so the source is padded
+to a bucket width, the next power of two from `MIN_BUCKET` up, at most `max_length`
+(padding is masked: the output does not change): a server compiles once per shape it sees.
 
 `zoo.export.copying` subclasses it for copying models; `zoo.export.translation`
 checks the arguments and picks the class.
@@ -104,10 +104,9 @@ class TranslationModule(tf.Module):
         extra = bucket_width(tf.shape(ids)[1], self.max_length) - tf.shape(ids)[1]
         return tf.pad(ids, [[0, 0], [0, extra]], constant_values=self.ids["pad"])  # (B, W)
 
-    def _outputs(self, text, run):
+    def _outputs(self, text, run, search):
         source = self.source_ids(text)  # (B, S)
-        if self.jit_compile:  # the int-only part, compiled by XLA (no string ops inside)
-            run = tf.function(run, jit_compile=True, autograph=False)
+        run = self._compiled(run, search)
 
         def empty():
             return tf.zeros([0, self.max_new_tokens], tf.int32), tf.zeros([0], tf.float32)
@@ -122,24 +121,46 @@ class TranslationModule(tf.Module):
             "score": tf.ensure_shape(tf.cast(score, tf.float32), [None]),  # (B,)
         }
 
+    def _segmented(self, search):
+        """Whether XLA compiles `search`'s segments (`zoo.decode.segments`), not its whole
+        loop: greedy and GNMT beam search."""
+        return self.jit_compile and (search == "greedy" or
+                                     (search == "beam" and self.length_penalty != "hf"))
+
+    def _compiled(self, run, search):
+        """`run` (source ids -> tokens, score) as the export runs it: as it is, or with
+        `jit_compile` the int-only part compiled by XLA (no string ops inside). A batch of
+        one, the warm-up requests' size, runs as one XLA program per source bucket, which
+        the warm-up compiles whole; where `_segmented`, larger batches run XLA-compiled
+        segments, between which their finished sentences leave the batch."""
+        if not self.jit_compile:
+            return run
+        whole = tf.function(run, jit_compile=True, autograph=False)
+        if not self._segmented(search):
+            return whole
+        return lambda source: tf.cond(tf.shape(tf.nest.flatten(source)[0])[0] > 1,
+                                      lambda: run(source), lambda: whole(source))
+
     def _beam_ids(self, source):  # int32 (B, S) -> tokens (B, L), score (B,)
         return decode.beam_search(
             self.model, source, beam_size=self.beam_size, alpha=self.alpha,
-            length_penalty=self.length_penalty, **self._decode_args(),
+            length_penalty=self.length_penalty, jit_compile=self._segmented("beam"),
+            **self._decode_args(),
         )
 
     def _greedy_ids(self, source):  # int32 (B, S) -> tokens (B, L), score (B,)
         # The score (the sum of the chosen tokens' log-probabilities) is added up in the
         # decoding loop: no second, teacher-forced pass over the tokens.
-        return decode.greedy_decode(self.model, source, return_score=True, **self._decode_args())
+        return decode.greedy_decode(self.model, source, return_score=True,
+                                    jit_compile=self._segmented("greedy"), **self._decode_args())
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def beam(self, text):
-        return self._outputs(text, self._beam_ids)
+        return self._outputs(text, self._beam_ids, "beam")
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def greedy(self, text):
-        return self._outputs(text, self._greedy_ids)
+        return self._outputs(text, self._greedy_ids, "greedy")
 
     @tf.function(input_signature=SAMPLE_SIGNATURE, autograph=False)
     def sample(self, text, seed, temperature, top_k, top_p):
@@ -149,4 +170,4 @@ class TranslationModule(tf.Module):
             return sampling.sample(self.model, source, temperature, top_k, top_p, seed,
                                    return_score=True, **self._decode_args())
 
-        return self._outputs(text, sample_ids)
+        return self._outputs(text, sample_ids, "sample")

@@ -13,8 +13,9 @@ model). Warm-up moves those compiles to load time:
 - `tf.saved_model.load` users call `loaded.warmup()`: the same requests inside the
   SavedModel; it returns each request's translation, keyed `"<signature>_<W>"`.
 
-Other batch sizes still compile on first sight: TF Serving's batching with
-`allowed_batch_sizes` (and `pad_variable_length_inputs`) bounds them. A default
+Other batch sizes still compile on first sight, each a program per segment of its
+decoding (`zoo.decode.segments`: slots, a power of two, × cache width × bucket): TF
+Serving's batching with `allowed_batch_sizes` (and `pad_variable_length_inputs`) bounds them. A default
 (non-XLA) export gets the same warm-up: its first request then skips the graph's
 one-time set-up (function instantiation, tokenizer tables).
 """

@@ -1,0 +1,151 @@
+"""Where the time of one beam-search step goes, and how many rows a batch computes (issue #65).
+
+    python benchmarks/profile_beam_step.py RUN_DIR [--sentences 256] [--batch 32] [--beam 4]
+        [--max-length 256] [--widths 16 32 256] [--jit]
+
+RUN_DIR is a trained Transformer run. Two measurements:
+
+1. **One step's parts**, each a `tf.function` of its own (XLA-compiled with `--jit`), timed
+   alone at `batch × beam` rows (the median of 50 calls after a warm-up) for each cache
+   width in `--widths`: the decoder (`TransformerStep.step`: embedding, blocks against the
+   caches, logits), the log-softmax, the top-k over K × V, the hypotheses' bookkeeping (the
+   parents' buffers gathered, the column written, the best finished one kept, the stop
+   test) and the caches' reorder by parent beam (`tf.gather` of every cache tensor).
+2. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
+   `zoo.decode.beam_search` in batches of `--batch`, with a spy on the decoder step that
+   counts the rows of every step; against the rows a batch would compute if every step
+   computed all of its `batch × beam` rows until its last sentence ends, as one loop over
+   the whole batch does (before `zoo.decode.segments`).
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from bench_inference import cpu_description  # noqa: E402 - after the path
+
+from zoo import decode  # noqa: E402
+from zoo.datasets.preparation import load_run_data  # noqa: E402
+from zoo.decode import loops  # noqa: E402
+from zoo.decode import steps as decode_steps  # noqa: E402
+from zoo.runs.rundir import load_run  # noqa: E402
+from zoo.text.ids import encode_sources  # noqa: E402
+
+
+def median_ms(function, *args, calls=50):
+    function(*args)  # trace, compile
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        tf.nest.map_structure(lambda x: x.numpy(), function(*args))
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def step_parts(run, sources, rows_per_sentence, width, jit):
+    """ms of each part of one beam step at `width` cache positions (`sources` (B, S))."""
+    stepper = decode_steps.stepper(run.model, use_cache=True)
+    batch, k = sources.shape[0], rows_per_sentence
+
+    def compile_(function):
+        return tf.function(function, jit_compile=jit, autograph=False)
+
+    state = stepper.prepare(sources, k, width)
+    tokens = tf.fill([batch * k], 5)
+    logits, _ = stepper.step(tokens, tf.constant(width // 2), state)
+    vocabulary = logits.shape[-1]
+    log_probs = tf.nn.log_softmax(logits)
+    alive_log_probs = tf.zeros([batch, k])
+    parent = tf.random.uniform([batch * k], 0, k, tf.int32)
+    rows = tf.reshape(tf.range(batch)[:, None] * k + tf.reshape(parent, [batch, k]), [-1])
+    alive = tf.zeros([batch, k, width], tf.int32)
+    ended, best, best_score = tf.zeros([batch], tf.int32), tf.zeros([batch, width], tf.int32), \
+        tf.fill([batch], -1e9)
+
+    def bookkeeping(log_probs, alive):
+        p, token, top, kept = loops._extend(log_probs, alive_log_probs, ended,
+                                            tf.zeros([batch], tf.bool), k)
+        hypotheses = loops.write_column(tf.gather(alive, p, batch_dims=1), 3, token)
+        return loops._best_ended(hypotheses, top, kept & tf.equal(token, 3), 3, 0.6, best,
+                                 best_score)
+
+    def top_k(log_probs):
+        candidates = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, vocabulary])
+        return tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=k)
+
+    return {
+        "decoder": median_ms(compile_(lambda x, s: stepper.step(x, tf.constant(width // 2), s)),
+                             tokens, state),
+        "log-softmax": median_ms(compile_(tf.nn.log_softmax), logits),
+        "top-k over K x V": median_ms(compile_(top_k), log_probs),
+        "bookkeeping": median_ms(compile_(bookkeeping), log_probs, alive),
+        "cache reorder": median_ms(compile_(lambda s, r: tf.nest.map_structure(
+            lambda x: tf.gather(x, r), s)), state, rows),
+    }
+
+
+def rows_computed(run, ids, batch, beam, max_length):
+    """(rows the search computed, rows a whole-batch loop would have) over `ids`."""
+    counted = []  # each step's rows, appended as the graph runs
+    real_step = decode_steps.TransformerStep.step
+
+    def spy(self, tokens, t, caches):
+        seen = tf.py_function(lambda rows: counted.append(int(rows)) or 0, [tf.shape(tokens)[0]],
+                              tf.int32)
+        with tf.control_dependencies([seen]):
+            return real_step(self, tf.identity(tokens), t, caches)
+
+    decode_steps.TransformerStep.step = spy
+    computed = whole = 0
+    try:
+        for i in range(0, len(ids), batch):
+            source = ids[i:i + batch]
+            counted.clear()
+            decode.beam_search(run.model, source, beam, max_length=max_length)
+            computed += sum(counted)
+            whole += len(counted) * int(source.shape[0]) * beam
+    finally:
+        decode_steps.TransformerStep.step = real_step
+    return computed, whole
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("run_dir")
+    p.add_argument("--sentences", type=int, default=256)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--widths", type=int, nargs="+", default=[16, 32, 256])
+    p.add_argument("--jit", action="store_true")
+    args = p.parse_args(argv)
+    run = load_run(args.run_dir)
+    _, data = load_run_data(run.config, quiet=True)
+    texts = [source for source, _ in data.test_pairs]
+    texts = [texts[i] for i in np.linspace(0, len(texts) - 1, args.sentences).round().astype(int)]
+    ids = encode_sources(run.source_tokenizer, tf.constant(texts), args.max_length).to_tensor()
+    print(f"CPU: {cpu_description()}")
+    parts = {width: step_parts(run, ids[: args.batch], args.beam, width, args.jit)
+             for width in args.widths}
+    print(f"one beam step at {args.batch} x {args.beam} rows, ms ({'XLA' if args.jit else 'graph'}):")
+    print("| part | " + " | ".join(f"width {w}" for w in args.widths) + " |")
+    print("|---|" + "---:|" * len(args.widths))
+    for part in parts[args.widths[0]]:
+        print(f"| {part} | " + " | ".join(f"{parts[w][part]:.2f}" for w in args.widths) + " |")
+    computed, whole = rows_computed(run, ids, args.batch, args.beam, args.max_length)
+    print(f"rows computed over {len(texts)} sentences: {computed:,} (a whole-batch loop: "
+          f"{whole:,}, {whole / computed:.2f}x)")
+    print(json.dumps({"parts": parts, "rows": computed, "whole_batch_rows": whole}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""`zoo.decode.segments`: finished sentences leave the batch, caches grow, the ids stay.
+
+A toy stepper whose sentence i ends at its own step `lengths[i]` records the rows and the
+cache width of every step it computes; the searches must compute only the slots the
+segments keep, and give the ids of the whole batch decoded as one (stepper without
+`CONTEXT`). The real models' ids, with sentences of different lengths in one batch, are
+checked against NumPy and transformers' `generate` in tests/test_decode.py.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from zoo.decode import loops, segments
+from zoo.decode import steps as decode_steps
+from zoo.decode.search_steps import Ids
+
+END, START, TOKEN, VOCABULARY = 3, 2, 4, 6
+IDS = Ids(START, END, 0, False)
+
+
+class EndsAtItsLength:
+    """Sentence b emits `TOKEN` until step `lengths[b] - 1`, which emits `END`. The state is
+    a `(rows, width)` buffer, so the recorded widths are the caches'."""
+
+    CONTEXT = ("lengths",)
+
+    def __init__(self, record):
+        self.record = record
+
+    def prepare(self, source, copies, width):
+        self.lengths = tf.repeat(source[:, 0], copies)  # (B·copies,)
+        return (tf.zeros([tf.shape(source)[0] * copies, width]),)
+
+    def grow(self, state, width):
+        (buffer,) = state
+        return (tf.pad(buffer, [[0, 0], [0, width - tf.shape(buffer)[1]]]),)
+
+    def step(self, tokens, t, state):
+        (buffer,) = state
+        seen = tf.py_function(lambda rows, width: self.record.append((int(rows), int(width))) or 0,
+                              [tf.shape(tokens)[0], tf.shape(buffer)[1]], tf.int32)
+        ends = t + 1 >= self.lengths
+        with tf.control_dependencies([seen]):
+            logits = 10.0 * tf.one_hot(tf.where(ends, END, TOKEN), VOCABULARY)
+        return logits, state
+
+
+class WholeBatch(EndsAtItsLength):
+    """The same steps, but the loops cannot gather its rows: the batch stays whole."""
+
+    CONTEXT = None
+
+
+def decoded(stepper_class, lengths, width, search, jit=False):
+    record = []
+    stepper = stepper_class(record)
+    source = tf.constant(np.asarray(lengths, np.int32)[:, None])
+    limit = tf.fill([len(lengths)], width)
+
+    @tf.function(autograph=False)
+    def run():
+        if search == "greedy":
+            return loops.greedy(stepper, source, width, limit, IDS, with_score=True, jit=jit)
+        return loops.beam(stepper, source, width, limit, IDS, beam_size=2, alpha=0.6, jit=jit)
+
+    tokens, score = run()
+    return tokens.numpy(), score.numpy(), record
+
+
+def test_a_segment_ends_where_half_the_slots_have_finished_and_the_batch_shrinks():
+    lengths = [3] * 7 + [40]  # 7 sentences end after 3 steps, one after 40
+    tokens, _, record = decoded(EndsAtItsLength, lengths, 50, "greedy")
+    rows = [r for r, _ in record]
+    widths = [w for _, w in record]
+    assert rows == [8] * 3 + [1] * 37, rows  # 3 steps of 8 rows, then the last sentence alone
+    assert widths == [16] * 16 + [32] * 16 + [50] * 8, widths  # 16, 32, then the output's 50
+    expected = np.zeros((8, 50), np.int32)
+    for row, length in enumerate(lengths):
+        expected[row, : length - 1], expected[row, length - 1] = TOKEN, END
+    np.testing.assert_array_equal(tokens, expected)
+
+
+def test_slots_shrink_to_powers_of_two_with_the_live_sentences_first():
+    lengths = [5, 30, 5, 5, 20, 5, 5, 5, 5, 25]  # B = 10
+    _, _, record = decoded(EndsAtItsLength, lengths, 32, "greedy")
+    rows = [r for r, _ in record]
+    # 5 steps of all 10; 3 live of 10 -> 4 slots (one finished); at 20 steps 2 live of 4 ->
+    # 2 slots; at 25, 1 live of 2 -> 1 slot.
+    assert rows == [10] * 5 + [4] * 15 + [2] * 5 + [1] * 5, rows
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_the_ids_and_scores_are_those_of_the_whole_batch(search):
+    lengths = [2, 17, 9, 33, 1, 4, 4, 40, 12]
+    tokens, score, record = decoded(EndsAtItsLength, lengths, 48, search)
+    whole_tokens, whole_score, whole_record = decoded(WholeBatch, lengths, 48, search)
+    np.testing.assert_array_equal(tokens, whole_tokens)
+    np.testing.assert_allclose(score, whole_score, rtol=1e-6)
+    copies = 1 if search == "greedy" else 2
+    assert {r for r, _ in whole_record} == {9 * copies}  # the whole batch at every step
+    assert sum(r for r, _ in record) < 0.6 * sum(r for r, _ in whole_record)
+    assert record[-1][0] == copies  # the longest sentence ends alone
+
+
+def test_sampling_keeps_every_row_in_its_place():
+    record = []
+    stepper = EndsAtItsLength(record)
+    source = tf.constant([[3], [3], [3], [20]])
+
+    @tf.function(autograph=False)
+    def run():
+        return loops.greedy(stepper, source, 24, tf.fill([4], 24), IDS,
+                            choose=lambda masked, t: tf.argmax(masked, -1, output_type=tf.int32))
+
+    run()
+    assert {r for r, _ in record} == {4}, record
+
+
+def test_kept_slots_are_the_live_ones_first_padded_to_a_power_of_two():
+    done = tf.constant([True, False, True, True, False, True, False, True, True, True])
+    np.testing.assert_array_equal(segments._kept_slots(done), [1, 4, 6, 0])
+    np.testing.assert_array_equal(segments._kept_slots(tf.constant([True, False])), [1])
+    # More than half live: every slot, in its place.
+    np.testing.assert_array_equal(segments._kept_slots(tf.constant([False, True, False])),
+                                  [0, 1, 2])
+
+
+def test_has_context_names_the_steppers_that_shed_rows():
+    assert decode_steps.has_context(EndsAtItsLength([]))
+    for stepper_class in (decode_steps.TransformerStep, decode_steps.RNNSearchStep,
+                          decode_steps.IncrementalDecoder, decode_steps.FullModelStep):
+        assert all(isinstance(name, str) for name in stepper_class.CONTEXT)
