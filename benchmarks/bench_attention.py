@@ -197,17 +197,15 @@ def parse_args(argv):
     return sizes
 
 
-def main(argv=None):
-    sizes = parse_args(sys.argv[1:] if argv is None else argv)
-    keras.utils.set_random_seed(0)
+def build_variants(sizes, rng):
+    """`{(attention, compile, layer): (fn, args, forward FLOPs)}`: ours, Keras' and the floor,
+    self- and cross-attention, under tf.function and XLA (outputs checked to agree)."""
     batch, d_model, num_heads = sizes["batch"], sizes["d_model"], sizes["num_heads"]
     head = d_model // num_heads
     length_q, length_k = sizes["query_length"], sizes["key_length"]
-    rng = np.random.default_rng(0)
     x = tf.constant(rng.standard_normal((batch, length_q, d_model)), tf.float32)
     memory = tf.constant(rng.standard_normal((batch, length_k, d_model)), tf.float32)
 
-    # === Variants ===
     variants = {}  # (attention, compile, layer) -> (fn, args, forward FLOPs)
     for attention, query, value in (("self", x, x), ("cross", x, memory)):
         ours, reference = make_layers(sizes, query, value)
@@ -225,19 +223,11 @@ def main(argv=None):
             floor, floor_args = make_floor_step(sizes, attention == "self", jit, rng)
             variants[(attention, compile_name, "floor")] = (floor, floor_args, flops)
 
-    size = sizes["matmul"]
-    a = tf.constant(rng.standard_normal((size, size)), tf.float32)
-    b = tf.constant(rng.standard_normal((size, size)), tf.float32)
-    matmul = tf.function(tf.linalg.matmul)
-    ceiling_key = ("matmul", f"{size}³ fp32", "tf.function")
+    return variants
 
-    # Warm up: trace, compile, and let the allocator settle.
-    for fn, args, _ in variants.values():
-        for _ in range(2):
-            time_call(fn, args, 1)
-    time_call(matmul, (a, b), 2)
 
-    # === Interleaved rounds ===
+def interleaved_rounds(sizes, variants, matmul, matmul_args, ceiling_key):
+    """`(times, ratios, floor_ratios)` of `sizes["rounds"]` interleaved rounds."""
     # Each round times every (attention, compile) pair as ceiling, ours, keras back to back,
     # alternating which layer goes first, so that load drift on a shared machine hits the
     # two layers (and the ceiling) alike.
@@ -247,7 +237,7 @@ def main(argv=None):
     floor_ratios = {pair: [] for pair in pairs}  # keras/floor per round
     for round_index in range(sizes["rounds"]):
         for pair_index, pair in enumerate(pairs):
-            times[ceiling_key].append(time_call(matmul, (a, b), sizes["iterations"]))
+            times[ceiling_key].append(time_call(matmul, matmul_args, sizes["iterations"]))
             names = ["ours", "keras", "floor"]
             if (round_index + pair_index) % 2:
                 names.reverse()
@@ -258,8 +248,14 @@ def main(argv=None):
                 times[(*pair, name)].append(seconds[name])
             ratios[pair].append(seconds["keras"] / seconds["ours"])
             floor_ratios[pair].append(seconds["keras"] / seconds["floor"])
+    return times, ratios, floor_ratios
 
-    # === Report ===
+
+def report(sizes, variants, times, ratios, floor_ratios, ceiling_key):
+    """Print the table (see the module docstring)."""
+    batch, d_model, num_heads = sizes["batch"], sizes["d_model"], sizes["num_heads"]
+    head, length_q, length_k = d_model // num_heads, sizes["query_length"], sizes["key_length"]
+    size = sizes["matmul"]
     ceiling_seconds = statistics.median(times[ceiling_key])
     ceiling = 2 * size**3 / ceiling_seconds / 1e9  # GFLOP/s
     print(f"# Multi-head attention, forward+backward ({datetime.date.today().isoformat()})")
@@ -308,6 +304,27 @@ def main(argv=None):
         f"Forward FLOPs: self {variants[('self', 'XLA', 'ours')][2] / 1e9:.4g} G, "
         f"cross {variants[('cross', 'XLA', 'ours')][2] / 1e9:.4g} G; forward+backward = 3×."
     )
+
+
+def main(argv=None):
+    sizes = parse_args(sys.argv[1:] if argv is None else argv)
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    variants = build_variants(sizes, rng)
+    size = sizes["matmul"]
+    a = tf.constant(rng.standard_normal((size, size)), tf.float32)
+    b = tf.constant(rng.standard_normal((size, size)), tf.float32)
+    matmul = tf.function(tf.linalg.matmul)
+    ceiling_key = ("matmul", f"{size}³ fp32", "tf.function")
+
+    # Warm up: trace, compile, and let the allocator settle.
+    for fn, args, _ in variants.values():
+        for _ in range(2):
+            time_call(fn, args, 1)
+    time_call(matmul, (a, b), 2)
+
+    times, ratios, floor_ratios = interleaved_rounds(sizes, variants, matmul, (a, b), ceiling_key)
+    report(sizes, variants, times, ratios, floor_ratios, ceiling_key)
     return 0
 
 

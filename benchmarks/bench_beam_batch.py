@@ -34,7 +34,7 @@ import tensorflow as tf
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench_inference import cpu_description  # noqa: E402 - after the path
+from engine_processes import cpu_description  # noqa: E402 - after the path
 
 from zoo import decode  # noqa: E402
 from zoo.datasets.preparation import load_run_data  # noqa: E402

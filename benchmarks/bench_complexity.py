@@ -45,6 +45,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # this checkout before any installed keras_attention
 
+import keras_attention as ka  # noqa: E402 - after the path
+
 LAYERS = ("softmax", "chunked", "linear", "conv", "gru")
 TEXTBOOK = {  # exponent of n in the time per layer, sequential ops, max path length
     "softmax": (2, "O(1)", "O(1)"),
@@ -66,8 +68,6 @@ def cpu_model():
 
 def make_layer(name, width, chunk_size):
     import keras
-
-    import keras_attention as ka
 
     heads = max(1, width // HEAD_SIZE)
     key_dim = width // heads

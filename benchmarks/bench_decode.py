@@ -202,7 +202,8 @@ def saved_model_ratios(variants, batches, saved):
               f"{'met' if met else 'NOT met'}")
 
 
-def main(argv=None):
+def parse_args(argv):
+    """`(args, sizes, rounds)`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes, 1 round, XLA only for cached greedy (smoke test)")
@@ -222,22 +223,12 @@ def main(argv=None):
     rounds = args.rounds or sizes["rounds"]
     if rounds < 1:
         parser.error("--rounds must be >= 1")
-    steps = sizes["output_tokens"]
+    return args, sizes, rounds
 
-    print(f"# bench_decode.py, {datetime.datetime.now():%Y-%m-%d %H:%M}")
-    print(f"command: python benchmarks/bench_decode.py {' '.join(sys.argv[1:] if argv is None else argv)}")
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"TensorFlow {tf.__version__}, Keras {keras.__version__}, Python {platform.python_version()}")
-    load_start = os.getloadavg()[0]
-    print(f"1-minute load average at the start: {load_start:.2f}")
 
-    keras.utils.set_random_seed(0)
-    tokenizer, model = build(sizes, seed=0)
-    print(f"model: {model.count_params():,} parameters, vocabulary {tokenizer.vocab_size}, "
-          f"d {sizes['d_model']}, {sizes['num_heads']} heads, d_ff {sizes['intermediate_dim']}, "
-          f"{sizes['layers']}+{sizes['layers']} layers; source length {sizes['source_length']}, "
-          f"{steps} output tokens")
-
+def export_models(args, model, tokenizer, steps):
+    """`{export name: the loaded SavedModel's signatures}` (none with --no-saved-model, or
+    --quick without --saved-model)."""
     saved_path = None
     if not args.no_saved_model and (args.saved_model or not args.quick):
         saved_path = args.saved_model or tempfile.mkdtemp(prefix="bench_decode_")
@@ -252,6 +243,11 @@ def main(argv=None):
             )
             print(f"{name}: exported to {version} in {seconds:.1f} s")
 
+    return saved
+
+
+def make_variants(args, sizes, model, tokenizer, saved, steps):
+    """The `Variant`s to time, batch by batch."""
     rng = np.random.default_rng(1)
     variants = []
     for batch in sizes["batches"]:
@@ -299,6 +295,12 @@ def main(argv=None):
                     lambda out: out["tokens"],
                 ))
 
+    return variants
+
+
+def time_variants(variants, rounds, steps):
+    """A warm-up call of each variant (its token counts checked), then `rounds` rounds, the
+    order reversed every other round."""
     for variant in variants:
         seconds, counts = variant.call()
         if counts != [steps] * variant.batch:
@@ -310,8 +312,10 @@ def main(argv=None):
         for variant in ordered:
             variant.times.append(variant.call()[0])
         print(f"  round {round_index + 1}/{rounds} done", flush=True)
-    load_end = os.getloadavg()[0]
 
+
+def report(variants, sizes, saved, steps, load_start, load_end):
+    """Print the table and the targets; `{(batch, variant name): speed-up}`."""
     print()
     baseline_name = variants[0].name
     print(f"| batch | variant | tokens/s | ms per call (median, min–max) | × {baseline_name} |")
@@ -338,6 +342,31 @@ def main(argv=None):
             print(f"Target cached >= 4x uncached (tf.function) at {steps} tokens, {name}: "
                   f"{got} -> {'met' if met else 'NOT met'}")
     return speedups
+
+
+def main(argv=None):
+    args, sizes, rounds = parse_args(argv)
+    steps = sizes["output_tokens"]
+
+    print(f"# bench_decode.py, {datetime.datetime.now():%Y-%m-%d %H:%M}")
+    print(f"command: python benchmarks/bench_decode.py {' '.join(sys.argv[1:] if argv is None else argv)}")
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"TensorFlow {tf.__version__}, Keras {keras.__version__}, Python {platform.python_version()}")
+    load_start = os.getloadavg()[0]
+    print(f"1-minute load average at the start: {load_start:.2f}")
+
+    keras.utils.set_random_seed(0)
+    tokenizer, model = build(sizes, seed=0)
+    print(f"model: {model.count_params():,} parameters, vocabulary {tokenizer.vocab_size}, "
+          f"d {sizes['d_model']}, {sizes['num_heads']} heads, d_ff {sizes['intermediate_dim']}, "
+          f"{sizes['layers']}+{sizes['layers']} layers; source length {sizes['source_length']}, "
+          f"{steps} output tokens")
+
+    saved = export_models(args, model, tokenizer, steps)
+    variants = make_variants(args, sizes, model, tokenizer, saved, steps)
+    time_variants(variants, rounds, steps)
+    load_end = os.getloadavg()[0]
+    return report(variants, sizes, saved, steps, load_start, load_end)
 
 
 if __name__ == "__main__":

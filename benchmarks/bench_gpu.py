@@ -968,8 +968,8 @@ TABLE_NAMES = {
 }
 
 
-def table(results):
-    """The Markdown that benchmarks/README.md takes: the run, the peak, the table, the goals."""
+def run_and_peak_lines(results):
+    """The table's first lines: the run (the machine, the versions, the rounds) and the peaks."""
     machine_, jax_info, torch_info = results["machine"], results.get("jax", {}), results.get("torch", {})
     where = machine_.get("gpu") or (jax_info.get("device") if jax_info.get("backend") == "gpu"
                                     else f"CPU ({machine_['cpu']}, {machine_['cores']} cores)")
@@ -995,6 +995,13 @@ def table(results):
                      if datasheet else "none known for this device")
                   + ". MFU = the analytic model FLOPs per second (the script's docstring) / a "
                   "peak: against the datasheet's (the usual MFU), and against the measured one."]
+    return lines
+
+
+def table(results):
+    """The Markdown that benchmarks/README.md takes: the run, the peak, the table, the goals."""
+    torch_info = results.get("torch", {})
+    lines = run_and_peak_lines(results)
     compiled = "torch.compile" if torch_info.get("compile", True) else "eager"
     lines += ["", "| workload | batch | zoo: Keras on JAX (XLA, mixed_bfloat16) | PyTorch "
               f"({compiled}, bf16 autocast) | zoo / PyTorch | MFU zoo (datasheet / measured) | "

@@ -46,7 +46,6 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import random
 import statistics
 import subprocess
@@ -54,38 +53,21 @@ import sys
 import tempfile
 import time
 
-HERE = pathlib.Path(__file__).resolve().parent
+import vit_inference  # this directory is on sys.path: the script's own
+from engine_processes import HERE, SAVED_MODELS, Engine, cpu_description, with_defaults
+
+from zoo.datasets import catalogs
+
 ENGINES = ("zoo", "saved-model", "saved-model-jit", "transformers", "ct2-float32", "ct2-int8",
            "ct2-zoo-float32", "ct2-zoo-int8")
-# the zoo's exports: engine -> its directory (`zoo export`, `--jit`, `--quantize int8`, both);
-# the int8 ones run only when asked for with --engines
-SAVED_MODELS = {"saved-model": "export", "saved-model-jit": "export_jit",
-                "saved-model-int8": "export_int8", "saved-model-jit-int8": "export_jit_int8"}
 REFERENCE, BASELINE = "transformers", "ct2-float32"
 XLA = ("zoo", "saved-model-jit", "saved-model-jit-int8")  # warmed up on every timed sentence: one compilation per bucket
-VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
-                "amx_tile", "amx_int8")
 QUICK = dict(size="tiny", sentences=8, check=8, length=8, rounds=1, batches=(1, 4))
 FULL = dict(size="full", sentences=500, check=50, length=32, rounds=3, batches=(1, 32))
 
 
-def cpu_description():
-    """`lscpu`'s model name, its vector extensions (of VECTOR_FLAGS), and the core count."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    except OSError:
-        out = ""
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    model = fields.get("Model name", platform.processor() or platform.machine()).strip()
-    flags = set(fields.get("Flags", "").split())
-    vector = [flag for flag in VECTOR_FLAGS if flag in flags] or ["none of " + "/".join(VECTOR_FLAGS)]
-    return f"{model}, {os.cpu_count()} cores, {' '.join(vector)}"
-
-
 def catalog_sentences(count, seed, language="de"):
     """`count` English msgids of 8-40 words (shuffled), and all kept pairs' two sides."""
-    from zoo.datasets import catalogs
-
     train, test, _ = catalogs.gettext_pairs(language, min_words=8, max_words=40, test_ratio=0.0)
     pairs = sorted(set(train + test))
     random.Random(seed).shuffle(pairs)
@@ -131,40 +113,6 @@ def prepare(args, work):
     )
     (work / "settings.json").write_text(json.dumps(settings))
     return work / "settings.json", config
-
-
-class Engine:
-    """One engine's process (`script ENGINE SETTINGS`): `send` writes a job (a dict) as a JSON
-    line and returns its reply; `request` sends a translation job."""
-
-    def __init__(self, name, settings_path, script="inference_engines.py"):
-        self.name = name
-        paths = [str(HERE.parent)] if name == "zoo" else []  # the others never import it
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            paths + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-        self.process = subprocess.Popen(
-            [sys.executable, str(HERE / script), name, str(settings_path)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-            cwd=tempfile.gettempdir() if name != "zoo" else str(HERE.parent))
-        for line in self.process.stdout:
-            if line.strip() == "ready":
-                return
-        raise SystemExit(f"engine {name} did not start (exit {self.process.wait()})")
-
-    def request(self, search, batch, count):
-        return self.send(dict(search=search, batch=batch, count=count))
-
-    def send(self, job):
-        self.process.stdin.write(json.dumps(job) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise SystemExit(f"engine {self.name} stopped (exit {self.process.wait()})")
-        return json.loads(line)
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.wait()
 
 
 def check_outputs(engines, count, batch):
@@ -256,10 +204,7 @@ def parse_args(argv):
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--engines", type=lambda s: s.split(","), default=list(ENGINES))
     parser.add_argument("--workdir", help="where the folder, exports and conversion are written")
-    args = parser.parse_args(argv)
-    for key, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
+    args = with_defaults(parser.parse_args(argv), QUICK, FULL)
     for name in (REFERENCE, BASELINE):
         if name not in args.engines:
             parser.error(f"--engines must include {name}")
@@ -269,8 +214,6 @@ def parse_args(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["vit"]:
-        import vit_inference  # this directory is on sys.path: the script's own
-
         vit_inference.main(argv[1:])
         return
     args = parse_args(argv)

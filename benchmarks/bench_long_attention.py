@@ -37,6 +37,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The checkout this script lives in, before any installed copy of keras_attention.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from keras_attention.layers.multi_head import MultiHeadAttention  # noqa: E402 - after the path
+
 
 def cpu_model():
     try:
@@ -63,8 +65,6 @@ def make_step(variant, length, width, heads, chunk_size, batch=1):
     import keras
     import numpy as np
     import tensorflow as tf
-
-    from keras_attention.layers.multi_head import MultiHeadAttention
 
     if variant == "keras":
         layer = keras.layers.MultiHeadAttention(heads, width // heads)
@@ -148,7 +148,7 @@ def measure_ratios(args):
     return rows
 
 
-def main():
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
     parser.add_argument("--width", type=int, default=256)
@@ -171,7 +171,11 @@ def main():
     parser.add_argument("--point", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", default="chunked", help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, default=1024, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
     if args.point:
         return run_point(args)
     if args.quick:

@@ -56,6 +56,7 @@ import tensorflow_text  # noqa: E402, F401 - registers the tokenizer ops for loa
 from bench_decode import FULL, QUICK, build  # noqa: E402
 
 from zoo import export as zoo_export  # noqa: E402
+from zoo.datasets import catalogs  # noqa: E402
 
 DEFAULTS = dict(threads=(1, 4, 16), requests=96, batch=1, sentences=32)
 QUICK_DEFAULTS = dict(threads=(1, 4), requests=8, batch=2, sentences=4)
@@ -168,8 +169,6 @@ def exports(args, sizes, scratch):
 
 def catalog_words():
     """The alphabetic words of the English sources of `gettext:es`."""
-    from zoo.datasets import catalogs
-
     pairs, _, _ = catalogs.gettext_pairs("es")
     return sorted({word for source, _ in pairs for word in source.split() if word.isalpha()})
 
@@ -227,6 +226,26 @@ def print_table(rows):
               f"{row['failed']} |")
 
 
+def measure_exports(args, sizes, sentence_count, count, batch, threads):
+    """The rows of every export (`exports`): `count` requests of `batch` sentences at each
+    client thread count of `threads`."""
+    with tempfile.TemporaryDirectory(prefix="bench_serving_") as scratch:
+        functions, tokenizer = exports(args, sizes, scratch)
+        if tokenizer is None:
+            sentences = [f"sentence {i}" for i in range(sentence_count)]
+        else:
+            rng = np.random.default_rng(1)
+            longest = sizes["source_length"] - 1
+            sentences = random_sentences(tokenizer, rng, sentence_count, min(7, longest), longest)
+        requests = make_requests(sentences, count, batch)
+        print(f"`{args.signature}` signature, {count} requests of {batch} sentences per "
+              f"thread count")
+        rows = []
+        for name, function in functions.items():
+            rows += measure(name, function, requests, threads, batch)
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
@@ -260,22 +279,7 @@ def main(argv=None):
     if args.soak is not None:
         return soak_main(args, sizes)
     load_start = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="bench_serving_") as scratch:
-        functions, tokenizer = exports(args, sizes, scratch)
-        if tokenizer is None:
-            sentences = [f"sentence {i}" for i in range(defaults["sentences"])]
-        else:
-            rng = np.random.default_rng(1)
-            longest = sizes["source_length"] - 1
-            sentences = random_sentences(
-                tokenizer, rng, defaults["sentences"], min(7, longest), longest
-            )
-        requests = make_requests(sentences, count, batch)
-        print(f"`{args.signature}` signature, {count} requests of {batch} sentences per "
-              f"thread count")
-        rows = []
-        for name, function in functions.items():
-            rows += measure(name, function, requests, threads, batch)
+    rows = measure_exports(args, sizes, defaults["sentences"], count, batch, threads)
     load_end = os.getloadavg()[0]
     print()
     print_table(rows)

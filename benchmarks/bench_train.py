@@ -296,7 +296,8 @@ class Variant:
         return statistics.mean(c / r for c, r in zip(self.rates, self.cpu_rates))
 
 
-def main(argv=None):
+def parse_args(argv):
+    """`(args, workloads, modes)`, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round (smoke test)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
@@ -328,17 +329,12 @@ def main(argv=None):
     for mode in modes:
         if mode not in ("function", "xla"):
             parser.error(f"unknown mode {mode!r}; choose from function, xla")
-    dropouts = [float(d) for d in args.dropouts.split(",")]
-    all_sizes = QUICK if args.quick else FULL
-    matmul_n = 256 if args.quick else 2048
+    return args, workloads, modes
 
-    print(
-        f"bench_train.py  {datetime.datetime.now().isoformat(timespec='seconds')}  "
-        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
-        f"{keras_hub.__version__}, {platform.machine()}, {os.cpu_count()} cores"
-    )
-    print(f"command: python benchmarks/bench_train.py {' '.join(sys.argv[1:] if argv is None else argv)}")
 
+def make_variants(args, workloads, modes, dropouts, all_sizes):
+    """The zoo and keras-hub `Variant` of each workload, dropout and mode, in pairs of equal
+    parameter counts."""
     builders = {
         "transformer": (zoo_transformer, hub_transformer, transformer_data,
                         args.transformer_steps),
@@ -361,6 +357,12 @@ def main(argv=None):
                 variants += pair
         print(f"{workload}: {counts[0]:,} parameters on each side; {sizes}")
 
+    return variants
+
+
+def time_variants(variants, rounds, matmul_n):
+    """A warm-up of each variant, then `rounds` rounds between matmul ceilings, the order
+    reversed every other round; the median ceiling (FLOP/s) and all of them."""
     for variant in variants:
         seconds = variant.warm_up()
         mode = "XLA" if variant.xla else "tf.function"
@@ -368,15 +370,20 @@ def main(argv=None):
               f"dropout {variant.dropout:<4} {mode:11s} {seconds:6.1f} s", flush=True)
 
     ceilings = []
-    for round_index in range(args.rounds):
+    for round_index in range(rounds):
         order = variants if round_index % 2 == 0 else variants[::-1]
         ceilings.append(matmul_ceiling(matmul_n))
         for variant in order:
             variant.measure()
         ceilings.append(matmul_ceiling(matmul_n))
-        print(f"  round {round_index + 1}/{args.rounds} done", flush=True)
+        print(f"  round {round_index + 1}/{rounds} done", flush=True)
     ceiling = statistics.median(ceilings)
 
+    return ceiling, ceilings
+
+
+def report(variants, all_sizes, ceiling, ceilings, rounds, matmul_n):
+    """Print the table and the target."""
     flop_params = {
         "transformer": transformer_flop_params(all_sizes["transformer"]),
         "vit": vit_flop_params(all_sizes["vit"]),
@@ -390,7 +397,7 @@ def main(argv=None):
     print()
     print(f"Ceiling: {matmul_n}³ float32 matmul, {ceiling / 1e9:.0f} GFLOP/s "
           f"(median of {len(ceilings)} in this run, range {min(ceilings) / 1e9:.0f}-"
-          f"{max(ceilings) / 1e9:.0f}). Medians of {args.rounds} rounds; utilisation in "
+          f"{max(ceilings) / 1e9:.0f}). Medians of {rounds} rounds; utilisation in "
           "parentheses; cores = CPU-seconds per second used by the process.")
     print()
     print("| workload | dropout | compile | zoo | keras-hub | zoo / keras-hub "
@@ -420,6 +427,24 @@ def main(argv=None):
     met = sum(r >= 1.2 for r in ratios)
     print(f"Target zoo >= 1.2x keras-hub at equal size (wall clock): met in {met} of "
           f"{len(ratios)} variants (ratios {min(ratios):.2f}-{max(ratios):.2f}).")
+
+
+def main(argv=None):
+    args, workloads, modes = parse_args(argv)
+    dropouts = [float(d) for d in args.dropouts.split(",")]
+    all_sizes = QUICK if args.quick else FULL
+    matmul_n = 256 if args.quick else 2048
+
+    print(
+        f"bench_train.py  {datetime.datetime.now().isoformat(timespec='seconds')}  "
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
+        f"{keras_hub.__version__}, {platform.machine()}, {os.cpu_count()} cores"
+    )
+    print(f"command: python benchmarks/bench_train.py {' '.join(sys.argv[1:] if argv is None else argv)}")
+
+    variants = make_variants(args, workloads, modes, dropouts, all_sizes)
+    ceiling, ceilings = time_variants(variants, args.rounds, matmul_n)
+    report(variants, all_sizes, ceiling, ceilings, args.rounds, matmul_n)
     return 0
 
 

@@ -56,11 +56,16 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from zoo import decode  # noqa: E402 - after the path
+from zoo.datasets import catalogs  # noqa: E402
+from zoo.datasets.preparation import load_run_data  # noqa: E402
 from zoo.decode.loops import length_penalty as gnmt_penalty  # noqa: E402
 from zoo.export import ctranslate2_runtime  # noqa: E402
+from zoo.runs import export_run  # noqa: E402
 from zoo.runs.imported import decoding_options  # noqa: E402
 from zoo.runs.inference import batch_order, padded_sources  # noqa: E402
+from zoo.runs.rundir import load_run  # noqa: E402
 from zoo.text import tokenizers  # noqa: E402
+from zoo.transformer import marian  # noqa: E402
 
 MODEL_TOLERANCE = 1e-3  # log-probability of a whole hypothesis
 TIE_TOLERANCE = 1e-4
@@ -243,10 +248,6 @@ def compare(zoo, exported, texts, references, args, results, label="CTranslate2 
 
 
 def run_mode(args, work):
-    from zoo.datasets.preparation import load_run_data
-    from zoo.runs import export_run
-    from zoo.runs.rundir import load_run
-
     run = load_run(args.path, "best")
     _, data = load_run_data(run.config, quiet=True)
     texts = [source for source, _ in data.test_pairs[:args.sentences]]
@@ -264,9 +265,6 @@ def run_mode(args, work):
 
 
 def folder_mode(args, work):
-    from zoo.datasets import catalogs
-    from zoo.transformer import marian
-
     model, source, target = marian.import_folder(args.path)
     limit = marian.generate_limit(args.path)
     train, _, _ = catalogs.gettext_pairs("de", min_words=3, max_words=20, test_ratio=0.0)

@@ -1,6 +1,7 @@
 """The translation engines of `bench_inference.py`, each served in a process of its own.
 
     python benchmarks/inference_engines.py ENGINE SETTINGS.json
+    python benchmarks/zoo_engine.py zoo SETTINGS.json            # the `zoo` engine
 
 loads one engine, prints `ready`, then answers one JSON line per request line
 `{"search": "greedy" | "beam", "batch": B, "count": N}`: it translates the first N
@@ -11,7 +12,7 @@ top: the `saved-model*` engines run with TensorFlow and tensorflow-text alone, n
 importing the zoo, as a user's serving process would.
 
 Engines: `zoo` (in-process `zoo.decode`, XLA-compiled, sources padded to the export's
-bucket widths), `saved-model`, `saved-model-jit` (`tf.saved_model.load` of the default
+bucket widths; `zoo_engine.py`, the one engine process that imports the zoo), `saved-model`, `saved-model-jit` (`tf.saved_model.load` of the default
 and the `--jit` export: `greedy` and `serving_default` signatures), `saved-model-int8`,
 `saved-model-jit-int8` (the same with `--quantize int8`), `transformers`
 (`MarianMTModel.generate` on PyTorch), `ct2-float32`, `ct2-int8` (CTranslate2, one
@@ -35,6 +36,8 @@ import os
 import sys
 import time
 
+from engine_processes import SAVED_MODELS, set_tf_threads  # standard library only
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 END_ID = 0  # Marian's </s>
@@ -52,41 +55,6 @@ def content(rows, pad_id):
                 kept.append(int(token))
         out.append(kept)
     return out
-
-
-def set_tf_threads(threads):
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return tf
-
-
-def zoo_engine(settings):
-    tf = set_tf_threads(settings["threads"])
-    from zoo import decode
-    from zoo.export.translation_module import bucket_widths
-    from zoo.text.ids import encode_sources
-    from zoo.transformer import marian
-
-    model, source_tokenizer, target_tokenizer = marian.import_folder(settings["folder"])
-    pad = source_tokenizer.pad_id
-    widths = bucket_widths(settings["max_source"])
-    length = settings["length"]
-    ids = dict(start_id=pad, end_id=END_ID, pad_id=pad, force_end=False, jit_compile=True)
-
-    def translate(texts, search):
-        source = encode_sources(source_tokenizer, tf.constant(texts), settings["max_source"], END_ID)
-        width = next(w for w in widths if w >= int(source.bounding_shape()[1]))
-        source = source.to_tensor(default_value=pad, shape=[len(texts), width])
-        if search == "greedy":
-            tokens = decode.greedy_decode(model, source, length, **ids)
-        else:
-            tokens, _ = decode.beam_search(model, source, 4, 1.0, length, length_penalty="hf", **ids)
-        target_tokenizer.detokenize(tokens)
-        return tokens.numpy().tolist()
-
-    return translate, pad
 
 
 def saved_model_engine(settings, export):
@@ -160,10 +128,6 @@ def ct2_engine(settings, compute_type, mkl=None, zoo=False):
 
 
 def load(engine, settings):
-    from bench_inference import SAVED_MODELS  # engine -> its settings key; standard library only
-
-    if engine == "zoo":
-        return zoo_engine(settings)
     if engine in SAVED_MODELS:
         return saved_model_engine(settings, SAVED_MODELS[engine])
     if engine == "transformers":
@@ -177,7 +141,8 @@ def load(engine, settings):
     raise SystemExit(f"unknown engine {engine!r}")
 
 
-def serve(engine, settings):
+def serve(engine, settings, load=load):
+    """Serve `engine` (`load(engine, settings)` gives its `(translate, pad id)`)."""
     translate, pad = load(engine, settings)
     with open(settings["sentences"], encoding="utf-8") as file:
         sentences = json.load(file)

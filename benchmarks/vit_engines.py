@@ -1,7 +1,7 @@
 """The ViT engines of `bench_inference.py vit`, each served in a process of its own.
 
     python benchmarks/vit_engines.py write-timm SETTINGS.json   # the timm model, its ONNX export
-    python benchmarks/vit_engines.py export-zoo SETTINGS.json   # the zoo's exports (PYTHONPATH: the repo)
+    python benchmarks/vit_zoo_export.py SETTINGS.json           # the zoo's exports (PYTHONPATH: the repo)
     python benchmarks/vit_engines.py ENGINE SETTINGS.json       # serve one engine
 
 An engine loads, prints `ready`, then answers one JSON line per request line
@@ -41,6 +41,7 @@ import sys
 import time
 
 import numpy as np
+from engine_processes import set_tf_threads  # standard library only
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -98,33 +99,6 @@ def write_timm(settings):
 FORMAT_ENGINES = {"litert": ("litert", None), "litert-int8": ("litert", "int8"),
                   "onnxruntime-zoo": ("onnx", None), "onnxruntime-zoo-int8": ("onnx", "int8"),
                   "openvino": ("openvino", None), "openvino-bf16": ("openvino", None)}
-
-
-def export_zoo(settings):
-    """The zoo's default and `jit_compile=True` exports of the timm file, version 1 each, and the
-    format exports that `settings["formats"]` asks for (`{engine: version directory}`)."""
-    import zoo
-
-    name, sizes = ("vit-ti16", TINY_ZOO) if settings["size"] == "tiny" else ("vit-b16", {})
-    model = zoo.get(name, weights=settings["timm"], compile=False, **sizes)
-    for key, jit in (("export", False), ("export_jit", True)):
-        zoo.export(model, os.path.dirname(settings[key]), version=1, jit_compile=jit)
-    written = {}
-    for engine, path in settings.get("formats", {}).items():
-        format_, quantize = FORMAT_ENGINES[engine]
-        if (format_, quantize) not in written:
-            written[format_, quantize] = path
-            zoo.export(model, os.path.dirname(path), version=1, format=format_, quantize=quantize)
-        elif written[format_, quantize] != path:
-            raise SystemExit(f"{engine}: one export, two paths")
-
-
-def set_tf_threads(threads):
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return tf
 
 
 def saved_model_engine(settings, jit):
@@ -241,5 +215,5 @@ def serve(engine, settings):
 if __name__ == "__main__":
     with open(sys.argv[2], encoding="utf-8") as settings_file:
         settings_ = json.load(settings_file)
-    {"write-timm": write_timm, "export-zoo": export_zoo}.get(sys.argv[1], lambda s: serve(sys.argv[1], s))(
+    {"write-timm": write_timm}.get(sys.argv[1], lambda s: serve(sys.argv[1], s))(
         settings_)

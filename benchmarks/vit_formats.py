@@ -32,8 +32,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+import zoo  # noqa: E402
+from zoo.datasets.preparation import load_run_data  # noqa: E402
+from zoo.export import export, runtimes  # noqa: E402
+from zoo.runs.rundir import load_run  # noqa: E402
 
 TOLERANCE = 1e-4
 EXPORTS = (("litert", None), ("litert", "int8"), ("onnx", None), ("onnx", "int8"),
@@ -46,19 +52,12 @@ def label(format_, quantize):
 
 def model_and_data(args):
     """(model, class names, uint8 test images, their labels or None, a description)."""
-    import zoo
-
     if args.vit_b16:
-        import keras
-
         keras.utils.set_random_seed(args.seed)
         model = zoo.get("vit-b16", compile=False)
         rng = np.random.default_rng(args.seed)
         images = rng.integers(0, 256, (args.images, 224, 224, 3), dtype=np.uint8)
         return model, None, images, None, f"vit-b16, random weights (seed {args.seed})"
-    from zoo.datasets.preparation import load_run_data
-    from zoo.runs.rundir import load_run
-
     run = load_run(args.run_dir, "best")
     _, data = load_run_data(run.config, True)
     images = np.clip(np.round(data.x_test), 0, 255).astype(np.uint8)
@@ -68,8 +67,6 @@ def model_and_data(args):
 
 def export_all(model, class_names, root, formats):
     """{label: export path}: the SavedModel and the EXPORTS of `formats`, with their write times."""
-    from zoo import export
-
     paths = {}
     for format_, quantize in (("savedmodel", None), *(e for e in EXPORTS if e[0] in formats)):
         started = time.perf_counter()
@@ -83,8 +80,6 @@ def export_all(model, class_names, root, formats):
 
 def probabilities(paths, images, batch_size):
     """{label: probabilities (N, K)} of every export on `images`."""
-    from zoo.export import runtimes
-
     signature = tf.saved_model.load(str(paths["savedmodel"])).signatures["serving_default"]
     classify = {"savedmodel": lambda x: signature(images=tf.constant(x))["probabilities"].numpy()}
     for name, path in paths.items():

@@ -45,7 +45,7 @@ import tempfile
 import time
 
 import numpy as np
-from bench_inference import HERE, Engine, cpu_description
+from engine_processes import HERE, Engine, cpu_description, with_defaults
 
 ENGINES = ("saved-model", "saved-model-jit", "timm", "onnxruntime")
 # The zoo's exports in the formats' runtimes (vit_engines.FORMAT_ENGINES; the deploy extra).
@@ -78,7 +78,8 @@ def prepare(args, work):
     subprocess.run([sys.executable, script, "write-timm", str(path)], check=True, cwd=tempfile.gettempdir())
     if {"saved-model", "saved-model-jit", *DEPLOY_ENGINES} & set(args.engines):
         env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-        subprocess.run([sys.executable, script, "export-zoo", str(path)], check=True, cwd=HERE.parent, env=env)
+        subprocess.run([sys.executable, str(HERE / "vit_zoo_export.py"), str(path)], check=True,
+                       cwd=HERE.parent, env=env)
     return path
 
 
@@ -162,10 +163,7 @@ def parse_args(argv):
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--engines", type=lambda s: s.split(","), default=list(ENGINES))
     parser.add_argument("--workdir", help="where the weights, the ONNX file and the exports are written")
-    args = parser.parse_args(argv)
-    for key, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
+    args = with_defaults(parser.parse_args(argv), QUICK, FULL)
     if BASELINE not in args.engines:
         parser.error(f"--engines must include {BASELINE}")
     for batch in args.batches:

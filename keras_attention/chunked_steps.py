@@ -1,12 +1,15 @@
 """One chunk of keys at a time, in `keras.ops`: the steps that JAX and PyTorch loop over.
 
 `keras_attention.chunked` writes out the online softmax and FlashAttention's backward
-pass; this module holds their pieces for the backends whose shapes are known when the
-loop is built (JAX, also under `jax.jit`; PyTorch): the keys and values cut into chunks
-(`split`), the mask of one chunk's scores (`ChunkMasks`), one step of the forward pass
-(`initial_state`, `forward_step`, `finish`) and one of the backward pass
-(`backward_step`). `chunked_jax` and `chunked_torch` run them in their own loops and
-register the backward pass with their own autodiff. Everything is float32.
+pass; this module holds their pieces, the one implementation of them: one step of the
+forward pass (`initial_state`, `forward_step`, `finish`) and one of the backward pass
+(`row_dot`, `backward_step`), which every backend's loop runs, and, for the backends
+whose shapes are known when the loop is built (JAX, also under `jax.jit`; PyTorch), the
+keys and values cut into chunks (`split`) and the mask of one chunk's scores
+(`ChunkMasks`). `chunked_jax`, `chunked_torch` and `chunked_tensorflow` (whose lengths may
+be known only when the graph runs: it cuts the chunks and builds their masks with
+TensorFlow's own operations) run the steps in their own loops and register the backward
+pass with their own autodiff. Everything is float32.
 
 Shape legend: B batch, N heads, T queries, S keys, C chunk size, nc number of chunks,
 H head size, Hv value size.

@@ -1,18 +1,19 @@
 """Chunked attention on TensorFlow: `tf.while_loop` over the key chunks, `tf.custom_gradient`.
 
 The TensorFlow backend's `keras_attention.chunked.chunked_dot_product_attention` (the
-online softmax and FlashAttention's backward pass are written out there). Works in eager
-mode, under `tf.function` and under `jit_compile=True`, also with lengths unknown until
-the graph runs. The computation runs in float32 (also under mixed precision).
+online softmax and FlashAttention's backward pass are written out there). The steps of
+the loops are `keras_attention.chunked_steps`', which JAX and PyTorch loop over too; this
+module cuts the keys into chunks and builds each chunk's mask with TensorFlow's own
+operations, so that it works in eager mode, under `tf.function` and under
+`jit_compile=True`, also with lengths unknown until the graph runs. The computation runs
+in float32 (also under mixed precision).
 
 Shape legend: B batch, N heads, T queries, S keys, C chunk size, H head size.
 """
 
 import tensorflow as tf
 
-# The score of masked keys: far below any real score, finite so that a row whose
-# keys are all masked gives e^{s - m} = e^0 instead of NaN (then zeroed by the mask).
-_MASKED = -1e30
+from keras_attention import chunked_steps
 
 
 def _chunked(tensor, num_chunks, chunk_size, fill=0):
@@ -77,51 +78,34 @@ def _forward(query, key_chunks, value_chunks, masks, num_chunks):
     rows = tf.shape(query)[:3]  # (B, N, T)
     value_size = tf.shape(value_chunks)[-1]
 
-    def body(j, running_max, running_sum, accumulator):
-        mask = masks(j)
-        scores = tf.matmul(query, key_chunks[j], transpose_b=True)  # (B, N, T, C)
-        scores = tf.where(mask, scores, _MASKED)
-        new_max = tf.maximum(running_max, tf.reduce_max(scores, axis=-1))
-        weights = tf.where(mask, tf.exp(scores - new_max[..., None]), 0.0)
-        correction = tf.exp(running_max - new_max)
-        running_sum = running_sum * correction + tf.reduce_sum(weights, axis=-1)
-        accumulator = accumulator * correction[..., None] + tf.matmul(weights, value_chunks[j])
-        return j + 1, new_max, running_sum, accumulator
+    def body(j, *state):
+        state = chunked_steps.forward_step(state, query, key_chunks[j], value_chunks[j],
+                                           masks(j))
+        return (j + 1, *state)
 
-    _, running_max, running_sum, accumulator = tf.while_loop(
+    _, *state = tf.while_loop(
         lambda j, *_: j < num_chunks,
         body,
         (
             tf.constant(0),
-            tf.fill(rows, tf.constant(_MASKED, tf.float32)),
-            tf.zeros(rows),
-            tf.zeros(tf.concat([rows, [value_size]], 0)),
+            tf.fill(rows, tf.constant(chunked_steps.MASKED, tf.float32)),  # m
+            tf.zeros(rows),  # l
+            tf.zeros(tf.concat([rows, [value_size]], 0)),  # acc
         ),
         parallel_iterations=1,  # one chunk of scores alive at a time
     )
-    attended = running_sum > 0.0  # False where every key of the row is masked
-    safe_sum = tf.where(attended, running_sum, 1.0)
-    output = tf.where(attended[..., None], accumulator / safe_sum[..., None], 0.0)
-    log_sum_exp = tf.where(attended, running_max + tf.math.log(safe_sum), 0.0)
-    return output, log_sum_exp
+    return chunked_steps.finish(state)
 
 
 def _backward(d_output, query, key_chunks, value_chunks, output, log_sum_exp, masks,
               num_chunks):
     """FlashAttention's backward pass, chunk by chunk: dQ, and dK, dV per chunk."""
-    row_dot = tf.reduce_sum(d_output * output, axis=-1)  # D = rowsum(dO ∘ O), (B, N, T)
+    row_dot = chunked_steps.row_dot(d_output, output)  # D, (B, N, T)
 
     def body(j, d_query, d_keys, d_values):
-        mask = masks(j)
-        key, value = key_chunks[j], value_chunks[j]
-        scores = tf.matmul(query, key, transpose_b=True)  # (B, N, T, C)
-        weights = tf.where(mask, tf.exp(scores - log_sum_exp[..., None]), 0.0)  # P
-        d_weights = tf.matmul(d_output, value, transpose_b=True)  # dO Vᵀ
-        d_scores = weights * (d_weights - row_dot[..., None])  # dS
-        d_query = d_query + tf.matmul(d_scores, key)
-        d_keys = d_keys.write(j, tf.matmul(d_scores, query, transpose_a=True))
-        d_values = d_values.write(j, tf.matmul(weights, d_output, transpose_a=True))
-        return j + 1, d_query, d_keys, d_values
+        d_query_part, d_key, d_value = chunked_steps.backward_step(
+            query, key_chunks[j], value_chunks[j], masks(j), d_output, log_sum_exp, row_dot)
+        return j + 1, d_query + d_query_part, d_keys.write(j, d_key), d_values.write(j, d_value)
 
     _, d_query, d_keys, d_values = tf.while_loop(
         lambda j, *_: j < num_chunks,

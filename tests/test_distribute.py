@@ -41,6 +41,20 @@ TIMEOUT = 240  # seconds for any one process; they take seconds on an idle machi
 NOISE_ONLY = re.compile(r"key_bias")
 
 
+def assert_replicas_hold_the_reference_weights(job, reference_files):
+    """The two processes of `job` (`[(process, files)]`) saved identical weights, equal to
+    those of the one-process run `reference_files` (the NOISE_ONLY ones aside)."""
+    weights = [np.load(files["weights"]) for _, files in job]
+    expected = np.load(reference_files["weights"])
+    assert sorted(weights[0].files) == sorted(weights[1].files) == sorted(expected.files)
+    for name in expected.files:
+        np.testing.assert_array_equal(weights[1][name], weights[0][name], err_msg=name)
+        if not NOISE_ONLY.search(name):
+            np.testing.assert_allclose(
+                weights[0][name], expected[name], rtol=1e-3, atol=2e-4, err_msg=name
+            )
+
+
 def _tail(path, lines=40):
     try:
         return "\n".join(pathlib.Path(path).read_text(errors="replace").splitlines()[-lines:])
@@ -313,15 +327,7 @@ def test_multiworker_readme_commands_kill_a_worker_and_resume(tmp_path, processe
             assert not done["export"].startswith(str(run_dir)) and not done["export_exists"]
 
     # Both workers end with identical weights, equal to the single replica's.
-    weights = [np.load(files["weights"]) for _, files in job]
-    expected = np.load(reference_files["weights"])
-    assert sorted(weights[0].files) == sorted(weights[1].files) == sorted(expected.files)
-    for name in expected.files:
-        np.testing.assert_array_equal(weights[1][name], weights[0][name], err_msg=name)
-        if not NOISE_ONLY.search(name):
-            np.testing.assert_allclose(
-                weights[0][name], expected[name], rtol=1e-3, atol=2e-4, err_msg=name
-            )
+    assert_replicas_hold_the_reference_weights(job, reference_files)
 
     # Only the chief wrote the run directory: config, history (each epoch once),
     # final checkpoints and export; the backup is gone, and worker 1 left

@@ -9,6 +9,7 @@ tests/test_export_deploy.py (`make test-deploy`)."""
 import pathlib
 import re
 
+import missing_modules
 import numpy as np
 import pytest
 import scipy.special
@@ -16,7 +17,7 @@ import scipy.special
 import zoo
 from zoo.errors import ZooError
 from zoo.export import ctranslate2 as specs
-from zoo.export import ctranslate2_export, formats
+from zoo.export import ctranslate2_export
 
 from zoo_cli import run_main
 
@@ -229,14 +230,7 @@ def test_a_vit_run_and_jit_are_refused_by_the_cli(tmp_path):
 
 
 def test_a_missing_ctranslate2_says_how_to_install_it(monkeypatch, tmp_path):
-    real = formats.importlib.import_module
-
-    def without_ctranslate2(name, *args):
-        if name.startswith("ctranslate2"):
-            raise ImportError(f"No module named {name!r}")
-        return real(name, *args)
-
-    monkeypatch.setattr(formats.importlib, "import_module", without_ctranslate2)
+    missing_modules.hide(monkeypatch, "ctranslate2")
     specs._ctranslate2.cache_clear()
     try:
         code, out, err = run_main("export", FIXTURES / "run_v1_transformer", "--format",

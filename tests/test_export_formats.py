@@ -7,6 +7,7 @@ import json
 import pathlib
 import warnings
 
+import missing_modules
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -53,14 +54,7 @@ def test_the_python_api_refuses_what_a_format_cannot_hold(tmp_path):
 
 
 def test_a_missing_converter_says_how_to_install_it(monkeypatch, tmp_path):
-    real = formats.importlib.import_module
-
-    def without_tf2onnx(name, *args):
-        if name.startswith("tf2onnx"):
-            raise ImportError(f"No module named {name!r}")
-        return real(name, *args)
-
-    monkeypatch.setattr(formats.importlib, "import_module", without_tf2onnx)
+    missing_modules.hide(monkeypatch, "tf2onnx")
     with pytest.raises(ZooError) as raised:
         zoo.export(tiny_vit(), tmp_path / "onnx", format="onnx")
     assert "needs tf2onnx, which is not installed: pip install -e '.[deploy]'" in str(raised.value)

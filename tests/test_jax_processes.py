@@ -15,16 +15,15 @@ import signal
 import sys
 import time
 
-import numpy as np
 import pytest
 from test_distribute import (
-    NOISE_ONLY,
     TESTS,
     TINY_ARGS,
     _events,
     _free_ports,
     _tail,
     _wait,
+    assert_replicas_hold_the_reference_weights,
     readme_block_commands,
 )
 
@@ -144,14 +143,7 @@ def test_two_jax_processes_train_as_one_and_resume_after_a_kill(tmp_path, proces
 
     # Both processes hold the same weights, those of the one process (the key bias, whose
     # gradient is rounding noise, aside: tests/test_distribute.py's NOISE_ONLY).
-    weights = [np.load(files["weights"]) for _, files in job]
-    expected = np.load(reference["weights"])
-    assert sorted(weights[0].files) == sorted(weights[1].files) == sorted(expected.files)
-    for name in expected.files:
-        np.testing.assert_array_equal(weights[1][name], weights[0][name], err_msg=name)
-        if not NOISE_ONLY.search(name):
-            np.testing.assert_allclose(weights[0][name], expected[name], rtol=1e-3, atol=2e-4,
-                                       err_msg=name)
+    assert_replicas_hold_the_reference_weights(job, reference)
 
     # Only process 0 wrote the run directory; the backup is gone; process 1 left nothing.
     summary = json.loads((run_dir / "summary.json").read_text())

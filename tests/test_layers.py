@@ -358,17 +358,24 @@ def np_sublayer(block, norm, fn, x):
     return np_layer_norm(norm, x + fn(x), epsilon)
 
 
-def np_encoder_block(block, x, padding):
-    mask = padding[:, :, None] & padding[:, None, :]  # (B, S, S)
-    x = np_sublayer(
-        block,
-        block.self_attention_norm,
-        lambda h: np_multi_head(block.self_attention, h, h, mask),
-        x,
+def np_attention_sublayer(block, norm, attention, x, mask, memory=None):
+    """`np_sublayer` of an attention: over the normed `x` itself, or over `memory`
+    (cross-attention)."""
+    return np_sublayer(
+        block, norm, lambda h: np_multi_head(attention, h, h if memory is None else memory, mask), x
     )
+
+
+def np_feed_forward_sublayer(block, x):
     return np_sublayer(
         block, block.feed_forward_norm, lambda h: np_feed_forward(block.feed_forward, h), x
     )
+
+
+def np_encoder_block(block, x, padding):
+    mask = padding[:, :, None] & padding[:, None, :]  # (B, S, S)
+    x = np_attention_sublayer(block, block.self_attention_norm, block.self_attention, x, mask)
+    return np_feed_forward_sublayer(block, x)
 
 
 def np_decoder_block(block, y, x, decoder_padding, encoder_padding):
@@ -376,21 +383,11 @@ def np_decoder_block(block, y, x, decoder_padding, encoder_padding):
     causal = np.tril(np.ones((length, length), bool))
     self_mask = causal & decoder_padding[:, :, None] & decoder_padding[:, None, :]
     cross_mask = decoder_padding[:, :, None] & encoder_padding[:, None, :]
-    y = np_sublayer(
-        block,
-        block.self_attention_norm,
-        lambda h: np_multi_head(block.self_attention, h, h, self_mask),
-        y,
-    )
-    y = np_sublayer(
-        block,
-        block.cross_attention_norm,
-        lambda h: np_multi_head(block.cross_attention, h, x, cross_mask),
-        y,
-    )
-    return np_sublayer(
-        block, block.feed_forward_norm, lambda h: np_feed_forward(block.feed_forward, h), y
-    )
+    y = np_attention_sublayer(block, block.self_attention_norm, block.self_attention, y,
+                              self_mask)
+    y = np_attention_sublayer(block, block.cross_attention_norm, block.cross_attention, y,
+                              cross_mask, memory=x)
+    return np_feed_forward_sublayer(block, y)
 
 
 def np_sinusoidal(length, depth, start=0, base=10000.0):

@@ -40,6 +40,9 @@ import random
 import re
 import time
 
+import zoo
+from zoo import datasets, runs
+
 TEMPLATES = (
     ("please send the parcel to {name} , reference {code} .",
      "bitte senden Sie das Paket an {name} , Nummer {code} ."),
@@ -152,8 +155,6 @@ def _spans(target):
 
 def score(run_dir, test_file, beam_size=1, batch_size=256):
     """Span, name, code and sentence exact match of a run on a test file."""
-    from zoo import runs  # noqa: PLC0415 - only `score` needs TensorFlow
-
     pairs = [line.rstrip("\n").split("\t") for line in
              pathlib.Path(test_file).read_text(encoding="utf-8").splitlines() if line]
     outputs = runs.translate(run_dir, [source for source, _ in pairs], beam_size=beam_size,
@@ -173,8 +174,6 @@ def score(run_dir, test_file, beam_size=1, batch_size=256):
 
 def placeholders(run_dir, beam_size=1, batch_size=256):
     """Placeholder exact match of a `gettext:LANG` run on its held-out pairs."""
-    from zoo import datasets, runs  # noqa: PLC0415 - only this command needs TensorFlow
-
     run = runs.load_run(run_dir)
     spec = run.config["data"]["spec"]
     pairs = [(s, t) for s, t in datasets.load(spec).test_pairs if PLACEHOLDER.findall(t)]
@@ -188,9 +187,7 @@ def placeholders(run_dir, beam_size=1, batch_size=256):
 
 def cost(vocabulary=8000, rounds=3, steps=10):
     """Mean milliseconds of a training step per model and round, with and without copy."""
-    import numpy as np  # noqa: PLC0415 - only `cost` needs NumPy and TensorFlow
-
-    import zoo  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415 - only `cost` needs NumPy
 
     rng = np.random.default_rng(0)
     source = rng.integers(4, vocabulary, (64, 20)).astype("int32")

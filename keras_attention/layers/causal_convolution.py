@@ -33,8 +33,48 @@ def receptive_field(kernel_size, dilations, convolutions_per_dilation=1):
     return 1 + convolutions_per_dilation * (kernel_size - 1) * sum(dilations)
 
 
+class _CausalLayer(keras.layers.Layer):
+    """What `CausalConv1D` and `DilatedResidualBlock` share: `filters`, `kernel_size` and
+    `dilation_rate` (checked, first in `get_config`), masking (masked positions zeroed),
+    the check of `(B, T, C)` inputs and the output shape `(B, T, filters)`."""
+
+    def __init__(self, filters, kernel_size, dilation_rate, **kwargs):
+        super().__init__(**kwargs)
+        check_positive_int("filters", filters)
+        check_positive_int("kernel_size", kernel_size)
+        check_positive_int("dilation_rate", dilation_rate)
+        self.filters = filters
+        self.kernel_size = kernel_size
+        self.dilation_rate = dilation_rate
+        self.supports_masking = True
+
+    @staticmethod
+    def check_input_shape(input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                "`inputs` must have shape (B, T, C) with known C; "
+                f"received inputs.shape={tuple(input_shape)}."
+            )
+
+    @staticmethod
+    def zero_padding(inputs, mask):
+        """`inputs` `(B, T, C)` with the positions that `mask` `(B, T)` marks False zeroed."""
+        if mask is None:
+            return inputs
+        return inputs * ops.cast(mask, inputs.dtype)[:, :, None]
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.filters,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"filters": self.filters, "kernel_size": self.kernel_size,
+                       "dilation_rate": self.dilation_rate})
+        return config
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
-class CausalConv1D(keras.layers.Layer):
+class CausalConv1D(_CausalLayer):
     """`y_t = Σ_{i<k} W_i x_{t - (k-1-i)·d} + b`: a 1-D convolution that never looks ahead.
 
     The input is padded on the left with `(k - 1)·d` zeros and convolved without
@@ -73,25 +113,14 @@ class CausalConv1D(keras.layers.Layer):
         bias_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        check_positive_int("filters", filters)
-        check_positive_int("kernel_size", kernel_size)
-        check_positive_int("dilation_rate", dilation_rate)
-        self.filters = filters
-        self.kernel_size = kernel_size
-        self.dilation_rate = dilation_rate
+        super().__init__(filters, kernel_size, dilation_rate, **kwargs)
         self.activation = keras.activations.get(activation)
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.supports_masking = True
 
     def build(self, input_shape):
-        if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(
-                "`inputs` must have shape (B, T, C) with known C; "
-                f"received inputs.shape={tuple(input_shape)}."
-            )
+        self.check_input_shape(input_shape)
         self._convolution = keras.layers.Conv1D(
             self.filters,
             self.kernel_size,
@@ -107,22 +136,15 @@ class CausalConv1D(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, mask=None):
-        if mask is not None:
-            inputs = inputs * ops.cast(mask, inputs.dtype)[:, :, None]
+        inputs = self.zero_padding(inputs, mask)
         left = (self.kernel_size - 1) * self.dilation_rate
         padded = ops.pad(inputs, ((0, 0), (left, 0), (0, 0)))  # (B, left + T, C)
         return self.activation(self._convolution(padded))  # (B, T, filters)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:-1]) + (self.filters,)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "filters": self.filters,
-                "kernel_size": self.kernel_size,
-                "dilation_rate": self.dilation_rate,
                 "activation": keras.activations.serialize(self.activation),
                 "use_bias": self.use_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
@@ -133,7 +155,7 @@ class CausalConv1D(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class DilatedResidualBlock(keras.layers.Layer):
+class DilatedResidualBlock(_CausalLayer):
     """TCN residual block: `relu(x + F(x))`, F two dilated causal convolutions with ReLU.
 
     `F = Dropout ∘ ReLU ∘ CausalConv1D(d) ∘ Dropout ∘ ReLU ∘ CausalConv1D(d)`; the
@@ -179,25 +201,14 @@ class DilatedResidualBlock(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        check_positive_int("filters", filters)
-        check_positive_int("kernel_size", kernel_size)
-        check_positive_int("dilation_rate", dilation_rate)
+        super().__init__(filters, kernel_size, dilation_rate, **kwargs)
         check_rate("dropout", dropout)
-        self.filters = filters
-        self.kernel_size = kernel_size
-        self.dilation_rate = dilation_rate
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.seed = seed
-        self.supports_masking = True
 
     def build(self, input_shape):
-        if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(
-                "`inputs` must have shape (B, T, C) with known C; "
-                f"received inputs.shape={tuple(input_shape)}."
-            )
+        self.check_input_shape(input_shape)
 
         def convolution(name):
             return CausalConv1D(
@@ -224,23 +235,16 @@ class DilatedResidualBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, mask=None, training=None):
-        if mask is not None:
-            inputs = inputs * ops.cast(mask, inputs.dtype)[:, :, None]
+        inputs = self.zero_padding(inputs, mask)
         hidden = self._dropout_layers[0](self._first(inputs), training=training)
         hidden = self._dropout_layers[1](self._second(hidden), training=training)
         residual = inputs if self._residual is None else self._residual(inputs)
         return ops.relu(residual + hidden)
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:-1]) + (self.filters,)
-
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "filters": self.filters,
-                "kernel_size": self.kernel_size,
-                "dilation_rate": self.dilation_rate,
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "seed": self.seed,

@@ -138,18 +138,8 @@ class LinearAttention(keras.layers.Layer):
                 f"received {name}.shape={tuple(tensor.shape)}."
             )
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        use_causal_mask=False,
-        training=None,
-    ):
+    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+             attention_mask=None, use_causal_mask=False, training=None):
         key = value if key is None else key
         for name, tensor, kernel in (("query", query, self.query_kernel),
                                      ("key", key, self.key_kernel),

@@ -4,17 +4,12 @@ the previous step's alignment through a convolution."""
 import keras
 from keras import ops
 
-from keras_attention import ops as attention_ops
-from keras_attention.checks import (
-    check_positive_int,
-    check_previous_alignment,
-    check_query_features,
-    check_step_attention_shapes,
-)
+from keras_attention.checks import check_positive_int, check_step_attention_shapes
+from keras_attention.layers.additive import AdditiveAttentionBase
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class LocationAwareAttention(keras.layers.Layer):
+class LocationAwareAttention(AdditiveAttentionBase):
     """Additive attention with location features: `e_{t,s} = wᵀ tanh(W s_{t-1} + V h_s + U f_{t,s} + b)`.
 
     The location features `f_t = F * α_{t-1}` are `filters` convolutions of width
@@ -67,34 +62,24 @@ class LocationAwareAttention(keras.layers.Layer):
         Speech Recognition", NeurIPS 2015, section 2.2, eqs. 5-9.
     """
 
+    config_names = ("units", "filters", "kernel_size", "kernel_initializer")
+
     def __init__(self, units, filters=10, kernel_size=31, kernel_initializer="glorot_uniform",
                  **kwargs):
-        super().__init__(**kwargs)
-        check_positive_int("units", units)
+        super().__init__(units, kernel_initializer, **kwargs)
         check_positive_int("filters", filters)
         check_positive_int("kernel_size", kernel_size)
-        self.units = units
         self.filters = filters
         self.kernel_size = kernel_size
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, query_shape, value_shape, previous_alignment_shape=None, key_shape=None):
         key_shape = check_step_attention_shapes(query_shape, value_shape, key_shape)
-
-        def weight(name, shape):
-            return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
-
-        self.query_kernel = weight("query_kernel", (query_shape[-1], self.units))  # W
-        self.key_kernel = weight("key_kernel", (key_shape[-1], self.units))  # V
-        self.location_filters = weight("location_filters", (self.kernel_size, 1, self.filters))  # F
-        self.location_kernel = weight("location_kernel", (self.filters, self.units))  # U
-        self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")  # b
-        self.score_kernel = weight("score_kernel", (self.units,))  # w
+        # W, V, then F, U, then b, w
+        self.add_energy_weights(query_shape[-1], key_shape[-1], use_bias=True, extra=(
+            ("location_filters", (self.kernel_size, 1, self.filters)),
+            ("location_kernel", (self.filters, self.units)),
+        ))
         self.built = True
-
-    def project_key(self, key):
-        """`V h_s` for every source position: `(B, S, Dk)` -> `(B, S, U)`."""
-        return ops.matmul(key, self.key_kernel)
 
     def initial_alignment(self, value, value_mask=None):
         """`α_0`: uniform over the real source positions, `(B, S)` in the compute dtype.
@@ -117,25 +102,12 @@ class LocationAwareAttention(keras.layers.Layer):
         features = ops.matmul(features, self.location_kernel)  # (B·T, S, U)
         return ops.reshape(features, tuple(shape) + (self.units,))
 
-    def call(
-        self,
-        query,
-        value,
-        previous_alignment,
-        key=None,
-        value_mask=None,
-        return_attention_scores=False,
-        projected_key=None,
-    ):
-        key = value if key is None else key
-        check_query_features(query, self.query_kernel)
-        check_previous_alignment(query, previous_alignment)
-        single_step = len(query.shape) == 2
-        if single_step:
-            query = ops.expand_dims(query, 1)  # (B, 1, Dq)
-            previous_alignment = ops.expand_dims(previous_alignment, 1)  # (B, 1, S)
-        if projected_key is None:
-            projected_key = self.project_key(key)  # (B, S, U)
+    def call(self, query, value, previous_alignment, key=None, value_mask=None,
+             return_attention_scores=False, projected_key=None):
+        single_step, projected_key = self.step_inputs(
+            query, value, key, projected_key, previous_alignment)  # V h (B, S, U)
+        query, previous_alignment = self.expand_step(
+            single_step, query, previous_alignment)  # (B, T, Dq), (B, T, S)
         features = (
             ops.expand_dims(ops.matmul(query, self.query_kernel), 2)  # (B, T, 1, U)
             + ops.expand_dims(projected_key, 1)  # (B, 1, S, U)
@@ -143,25 +115,4 @@ class LocationAwareAttention(keras.layers.Layer):
             + self.bias
         )
         scores = ops.sum(ops.tanh(features) * self.score_kernel, axis=-1)  # (B, T, S)
-        context, weights = attention_ops.attend(
-            scores, value, value_mask, single_step, self.compute_dtype
-        )  # (B, [T,] Dv), (B, [T,] S)
-        if return_attention_scores:
-            return context, weights
-        return context
-
-    def compute_mask(self, inputs, previous_mask=None):
-        # The context has no padding of its own: it is one vector per query.
-        return None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "filters": self.filters,
-                "kernel_size": self.kernel_size,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config
+        return self.attend(scores, value, value_mask, single_step, return_attention_scores)

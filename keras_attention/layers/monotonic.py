@@ -2,7 +2,7 @@
 Raffel, 2018) (docs/math.md#monotonic-attention): the layer `MonotonicAttention`.
 
 Its energies are the additive ones of `BahdanauAttention` (`ops.additive_scores`, weights
-from `add_additive_weights`), weight-normalised. The functions of its alignments,
+from `AdditiveAttentionBase.add_energy_weights`), weight-normalised. The functions of its alignments,
 `safe_cumprod`, `monotonic_alignment` and `chunkwise_weights`, live in
 `keras_attention.monotonic_alignment` and are re-exported here.
 """
@@ -16,11 +16,9 @@ from keras_attention.checks import (
     check_choice,
     check_number,
     check_positive_int,
-    check_previous_alignment,
-    check_query_features,
     check_step_attention_shapes,
 )
-from keras_attention.layers.bahdanau import add_additive_weights
+from keras_attention.layers.additive import AdditiveAttentionBase
 from keras_attention.monotonic_alignment import (
     CLIP_DIVISOR,
     chunkwise_weights,
@@ -49,7 +47,7 @@ def _gather(tensor, positions):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class MonotonicAttention(keras.layers.Layer):
+class MonotonicAttention(AdditiveAttentionBase):
     """Monotonic attention: a head that only moves forward over the source.
 
     At step i the head starts at the position where it stopped at step i-1 and
@@ -129,26 +127,25 @@ class MonotonicAttention(keras.layers.Layer):
         Chiu, Raffel, "Monotonic Chunkwise Attention", ICLR 2018, section 2.
     """
 
+    config_names = ("units", "chunk_size", "sigmoid_noise", "score_bias_init",
+                    "kernel_initializer", "seed")
+
     def __init__(self, units, chunk_size=None, sigmoid_noise=1.0, score_bias_init=-1.0,
                  kernel_initializer="glorot_uniform", seed=None, **kwargs):
-        super().__init__(**kwargs)
-        check_positive_int("units", units)
+        super().__init__(units, kernel_initializer, **kwargs)
         check_positive_int("chunk_size", chunk_size, allow_none=True)
         check_number("sigmoid_noise", sigmoid_noise, 0)
         check_number("score_bias_init", score_bias_init)
-        self.units = units
         self.chunk_size = chunk_size
         self.sigmoid_noise = float(sigmoid_noise)
         self.score_bias_init = float(score_bias_init)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 
     def build(self, query_shape, value_shape, previous_alignment_shape=None, key_shape=None):
         key_shape = check_step_attention_shapes(query_shape, value_shape, key_shape)
         # W, U, b, v; then g, r; then MoChA's W_c, U_c, b_c, v_c (the order of saved files).
-        self.query_kernel, self.key_kernel, self.bias, self.score_kernel = add_additive_weights(
-            self, query_shape[-1], key_shape[-1], use_bias=True)
+        self.add_energy_weights(query_shape[-1], key_shape[-1], use_bias=True)
         self.score_scale = self.add_weight(
             name="score_scale", shape=(),
             initializer=keras.initializers.Constant(1.0 / np.sqrt(self.units)))  # g
@@ -156,15 +153,14 @@ class MonotonicAttention(keras.layers.Layer):
             name="score_bias", shape=(),
             initializer=keras.initializers.Constant(self.score_bias_init))  # r
         if self.chunk_size is not None:
-            (self.chunk_query_kernel, self.chunk_key_kernel, self.chunk_bias,
-             self.chunk_score_kernel) = add_additive_weights(
-                self, query_shape[-1], key_shape[-1], prefix="chunk_", use_bias=True)
+            self.add_energy_weights(query_shape[-1], key_shape[-1], prefix="chunk_",
+                                    use_bias=True)
         self.built = True
 
     def project_key(self, key):
         """`U h_j` for every position, `(B, S, Dk)` -> `(B, S, U)`; with MoChA also
         `U_c h_j`, concatenated: `(B, S, 2U)`."""
-        projected = ops.matmul(key, self.key_kernel)
+        projected = super().project_key(key)
         if self.chunk_size is None:
             return projected
         return ops.concatenate([projected, ops.matmul(key, self.chunk_key_kernel)], axis=-1)
@@ -212,27 +208,12 @@ class MonotonicAttention(keras.layers.Layer):
             )
         return mode
 
-    def call(
-        self,
-        query,
-        value,
-        previous_alignment,
-        key=None,
-        value_mask=None,
-        return_attention_scores=False,
-        return_alignment=False,
-        projected_key=None,
-        training=None,
-        mode=None,
-        noise=None,
-    ):
-        key = value if key is None else key
-        check_query_features(query, self.query_kernel)
-        check_previous_alignment(query, previous_alignment)
-        single_step = len(query.shape) == 2
+    def call(self, query, value, previous_alignment, key=None, value_mask=None,
+             return_attention_scores=False, return_alignment=False, projected_key=None,
+             training=None, mode=None, noise=None):
+        single_step, projected_key = self.step_inputs(
+            query, value, key, projected_key, previous_alignment)
         mode = self._mode(mode, training, single_step)
-        if projected_key is None:
-            projected_key = self.project_key(key)
         if value_mask is None:
             value_mask = ops.ones(ops.shape(value)[:2], "bool")
         value_mask = ops.cast(value_mask, "bool")
@@ -254,10 +235,9 @@ class MonotonicAttention(keras.layers.Layer):
     def _whole_rows(self, query, value, previous, projected_key, mask, mode, training,
                     single_step, noise):
         """Every energy of every row: the expected alignment (training) or `"hard"`."""
-        if single_step:
-            query = ops.expand_dims(query, 1)  # (B, 1, Dq)
-            previous = ops.expand_dims(previous, 1)  # (B, 1, S)
-            noise = None if noise is None else ops.expand_dims(noise, 1)
+        query, previous = self.expand_step(single_step, query, previous)  # (B, T, Dq), (B, T, S)
+        if noise is not None:
+            (noise,) = self.expand_step(single_step, noise)
         monotonic_key, chunk_key = self._split_key(projected_key)
         monotonic_query, chunk_query = self._queries(query)
         energies = ops.cast(self.energies(monotonic_query, monotonic_key), "float32")  # (B, T, S)
@@ -355,21 +335,3 @@ class MonotonicAttention(keras.layers.Layer):
             self.chunk_energies(ops.expand_dims(chunk_query, 1), keys)[:, 0], "float32")
         valid = (positions >= 0) & _gather(mask, clipped) & stopped[:, None]
         return positions, attention_ops.masked_softmax(energies, valid)
-
-    def compute_mask(self, inputs, previous_mask=None):
-        # The context has no padding of its own: it is one vector per query.
-        return None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "chunk_size": self.chunk_size,
-                "sigmoid_noise": self.sigmoid_noise,
-                "score_bias_init": self.score_bias_init,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "seed": self.seed,
-            }
-        )
-        return config

@@ -4,11 +4,12 @@ import keras
 from keras import ops
 
 from keras_attention.checks import check_positive_int
+from keras_attention.layers.additive import AdditiveAttentionBase
 from keras_attention.layers.location_aware import LocationAwareAttention
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class MultiResolutionAttention(keras.layers.Layer):
+class MultiResolutionAttention(AdditiveAttentionBase):
     """Multi-head location-aware attention, "a different filter size for each head".
 
     Head n is a `LocationAwareAttention` with its own `W_n, V_n, U_n, F_n, b_n, w_n`
@@ -45,10 +46,11 @@ class MultiResolutionAttention(keras.layers.Layer):
         Recognition", Interspeech 2018 (ESPnet's `AttMultiHeadMultiResLoc`).
     """
 
+    config_names = ("units", "filters", "kernel_sizes", "output_dim", "kernel_initializer")
+
     def __init__(self, units, filters=10, kernel_sizes=(3, 7, 15, 31), output_dim=None,
                  kernel_initializer="glorot_uniform", **kwargs):
-        super().__init__(**kwargs)
-        check_positive_int("units", units)
+        super().__init__(units, kernel_initializer, **kwargs)
         check_positive_int("filters", filters)
         check_positive_int("output_dim", output_dim, allow_none=True)
         kernel_sizes = tuple(kernel_sizes) if isinstance(kernel_sizes, (list, tuple)) else None
@@ -59,11 +61,9 @@ class MultiResolutionAttention(keras.layers.Layer):
             )
         for size in kernel_sizes:
             check_positive_int("kernel_sizes[i]", size)
-        self.units = units
         self.filters = filters
         self.kernel_sizes = kernel_sizes
         self.output_dim = output_dim
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.heads = [
             LocationAwareAttention(
                 units, filters, size, kernel_initializer=kernel_initializer,
@@ -121,19 +121,3 @@ class MultiResolutionAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, ops.stack(alignments, axis=1)  # (B, N, [T,] S)
         return output
-
-    def compute_mask(self, inputs, previous_mask=None):
-        return None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "filters": self.filters,
-                "kernel_sizes": list(self.kernel_sizes),
-                "output_dim": self.output_dim,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config

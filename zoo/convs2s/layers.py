@@ -38,6 +38,16 @@ def _zero_padding(x, mask):
     return x if mask is None else x * ops.cast(mask, x.dtype)[:, :, None]
 
 
+def _attention_output_spec(inputs, keys, dtype, return_attention_scores):
+    """The output spec of a layer that attends over `keys` `(B, S, ·)`: outputs shaped like
+    `inputs` `(B, T, D)`, and with `return_attention_scores` the weights `(B, T, S)`."""
+    outputs = keras.KerasTensor(inputs.shape, dtype=dtype)
+    if not return_attention_scores:
+        return outputs
+    shape = (inputs.shape[0], inputs.shape[1], keys.shape[1])
+    return outputs, keras.KerasTensor(shape, dtype=dtype)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class GatedConvolution(keras.layers.Layer):
     """`v([A B]) = A ⊗ σ(B)` with `[A B] = conv(Dropout(x))`: a GLU convolution (section 3.2).
@@ -237,11 +247,7 @@ class MultiStepAttention(keras.layers.Layer):
 
     def compute_output_spec(self, hidden, target_embedding, keys, values, padding_mask=None,
                             return_attention_scores=False):
-        outputs = keras.KerasTensor(hidden.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return outputs
-        shape = (hidden.shape[0], hidden.shape[1], keys.shape[1])
-        return outputs, keras.KerasTensor(shape, dtype=self.compute_dtype)
+        return _attention_output_spec(hidden, keys, self.compute_dtype, return_attention_scores)
 
     def get_config(self):
         return {**super().get_config(), "embedding_dim": self.embedding_dim}
@@ -327,11 +333,8 @@ class ConvS2SDecoderBlock(keras.layers.Layer):
     def compute_output_spec(self, inputs, target_embedding, encoder_keys, encoder_values,
                             encoder_padding_mask=None, training=None,
                             return_attention_scores=False):
-        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return outputs
-        shape = (inputs.shape[0], inputs.shape[1], encoder_keys.shape[1])
-        return outputs, keras.KerasTensor(shape, dtype=self.compute_dtype)
+        return _attention_output_spec(inputs, encoder_keys, self.compute_dtype,
+                                      return_attention_scores)
 
     def get_config(self):
         config = super().get_config()

@@ -177,6 +177,22 @@ def _write_atomically(base, version, save, renumber):
     return path
 
 
+def _model_and_directory(obj, path, version):
+    """`export`'s model (`obj`, or the `.keras` file it names), its family, and `path` as
+    a `pathlib.Path`, checked: `(model, family, base)`."""
+    if isinstance(obj, (str, os.PathLike)):
+        if not str(obj).endswith(".keras"):
+            raise ZooError(f"export: a path `obj` must be a .keras file; received {obj!r}.")
+        obj = keras.saving.load_model(obj)
+    family = model_family(obj)
+    base = pathlib.Path(path)
+    if base.exists() and not base.is_dir():
+        raise ZooError(f"export: `path` must be a directory; {base} is a file.")
+    if version is not None:
+        check_int("version", version, 1, prefix="export: ")
+    return obj, family, base
+
+
 def export(
     obj,
     path,
@@ -251,18 +267,7 @@ def export(
             not installed.
     """
     backends.require_tensorflow("zoo export")
-    if isinstance(obj, (str, os.PathLike)):
-        if not str(obj).endswith(".keras"):
-            raise ZooError(f"export: a path `obj` must be a .keras file; received {obj!r}.")
-        obj = keras.saving.load_model(obj)
-    family = model_family(obj)
-
-    base = pathlib.Path(path)
-    if base.exists() and not base.is_dir():
-        raise ZooError(f"export: `path` must be a directory; {base} is a file.")
-    if version is not None:
-        check_int("version", version, 1, prefix="export: ")
-
+    obj, family, base = _model_and_directory(obj, path, version)
     # Every argument is checked (and the signatures prepared) before anything is written.
     formats.check_format(format, family, quantize, jit_compile)
     int8.check_quantize(quantize, family)

@@ -77,20 +77,11 @@ def prepare(model, family, tokenizer, target_tokenizer, beam_size, alpha, max_le
 
     vocabularies = (["shared_vocabulary.json"] if source_tokens == target_tokens
                     else ["source_vocabulary.json", "target_vocabulary.json"])
-    kind = tokenizers.kind(source_tokenizer)
     options = translate_options(beam_size, alpha, max_length, max_new_tokens, force_end)
     metadata = {
         "format": CTRANSLATE2,
         "files": [*MODEL_FILES, *vocabularies],
-        "tokenizer": {
-            "kind": kind,
-            "directories": tokenizer_dirs,
-            "sentencepiece_models": ({side: f"{path}/{SENTENCEPIECE_FILES[kind]}"
-                                      for side, path in tokenizer_dirs.items()}
-                                     if kind in SENTENCEPIECE_FILES else None),
-            "source": "the tokenizer's pieces; CTranslate2 keeps max_input_length - 1 of them "
-                      "and appends the end token (add_source_eos), as the zoo's source",
-        },
+        "tokenizer": _tokenizer_metadata(tokenizers.kind(source_tokenizer), tokenizer_dirs),
         "special_ids": ids,
         "special_tokens": {"pad": target_tokens[ids["pad"]], "start": model_config["bos_token"],
                            "end": model_config["eos_token"], "unk": model_config["unk_token"]},
@@ -108,6 +99,19 @@ def prepare(model, family, tokenizer, target_tokenizer, beam_size, alpha, max_le
         "converter": {"keras": keras.__version__, "ctranslate2": specs.version()},
     }
     return write, metadata
+
+
+def _tokenizer_metadata(kind, tokenizer_dirs):
+    """`zoo_export.json`'s `tokenizer`: its kind, its directories and SentencePiece models."""
+    return {
+        "kind": kind,
+        "directories": tokenizer_dirs,
+        "sentencepiece_models": ({side: f"{path}/{SENTENCEPIECE_FILES[kind]}"
+                                  for side, path in tokenizer_dirs.items()}
+                                 if kind in SENTENCEPIECE_FILES else None),
+        "source": "the tokenizer's pieces; CTranslate2 keeps max_input_length - 1 of them "
+                  "and appends the end token (add_source_eos), as the zoo's source",
+    }
 
 
 def translate_options(beam_size, alpha, max_length, max_new_tokens, force_end):

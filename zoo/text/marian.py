@@ -27,6 +27,7 @@ import tensorflow_text as tf_text
 
 from zoo import files, text
 from zoo.errors import ZooError
+from zoo.text.listed_vocabulary import ListedVocabulary
 
 TYPE = "marian"
 SPM_FILENAME = "marian.spm"
@@ -34,7 +35,7 @@ VOCAB_FILENAME = "vocab.json"
 UNDERLINE = "\u2581"  # SentencePiece's word-boundary mark ▁
 
 
-class MarianTokenizer(tf.Module):
+class MarianTokenizer(ListedVocabulary, tf.Module):
     """Strings (B,) <-> Marian ids (B, (T)), as exportable `tf.function`s.
 
     Args:
@@ -49,6 +50,8 @@ class MarianTokenizer(tf.Module):
         detokenize(ids): int32/int64 (B, T) or (B, (T)) -> `tf.string` (B,).
         lookup(ids): ids -> their pieces, same shape.
     """
+
+    vocabulary_attribute = "_pieces"  # the pieces of vocab.json, id = position
 
     def __init__(self, spm_model, vocab, pad_id, end_id, start_id=None, name=None):
         super().__init__(name=name)
@@ -137,15 +140,7 @@ class MarianTokenizer(tf.Module):
         """tensorflow-text's op, made inside the graph being traced (see the module docstring)."""
         return tf_text.SentencepieceTokenizer(model=self._model, out_type=tf.string)
 
-    # === Python-side helpers ===
-
-    @property
-    def vocab_size(self):
-        """Number of ids V (ids run from 0 to V - 1)."""
-        return len(self._pieces)
-
-    def get_vocabulary(self):
-        return list(self._pieces)
+    # === Python-side helpers (and ListedVocabulary's vocab_size, get_vocabulary) ===
 
     def get_config(self):
         return {"type": TYPE, "model_file": SPM_FILENAME, "vocab_file": VOCAB_FILENAME,

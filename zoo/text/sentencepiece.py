@@ -42,6 +42,7 @@ import tensorflow_text as tf_text
 
 from zoo import files, text
 from zoo.errors import ZooError
+from zoo.text.listed_vocabulary import ListedVocabulary
 
 MODEL_FILENAME = "sentencepiece.model"
 MODEL_TYPES = ("unigram", "bpe")
@@ -99,7 +100,7 @@ def _train(sentences, model, vocab_size, model_type, max_sentences, byte_fallbac
     )
 
 
-class SentencePieceTokenizer(tf.Module):
+class SentencePieceTokenizer(ListedVocabulary, tf.Module):
     """Strings (B,) <-> SentencePiece ids (B, (T)), as exportable `tf.function`s.
 
     Args:
@@ -183,16 +184,7 @@ class SentencePieceTokenizer(tf.Module):
         """
         return tf_text.SentencepieceTokenizer(model=self._model, out_type=tf.int32)
 
-    # === Python-side helpers ===
-
-    @property
-    def vocab_size(self):
-        """Number of pieces V (ids run from 0 to V - 1)."""
-        return len(self._vocabulary)
-
-    def get_vocabulary(self):
-        """The pieces as a list of `str`, id = position."""
-        return list(self._vocabulary)
+    # === Python-side helpers (and ListedVocabulary's vocab_size, get_vocabulary) ===
 
     def get_config(self):
         """What `tokenizer.json` records besides the model file."""

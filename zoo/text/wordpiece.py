@@ -12,6 +12,7 @@ import tensorflow_text as tf_text
 from zoo import files
 from zoo.errors import ZooError
 from zoo.text.ids import ID_SPECS, clean_ids, lookup_ids
+from zoo.text.listed_vocabulary import ListedVocabulary
 from zoo.text.normalization import check_options, split_words
 from zoo.text.special import RESERVED_TOKENS, UNK_ID, UNK_TOKEN
 from zoo.text.vocabulary import train_wordpiece_vocabulary
@@ -58,7 +59,7 @@ def _read_vocabulary_file(path):
     return tokens
 
 
-class WordPieceTokenizer(tf.Module):
+class WordPieceTokenizer(ListedVocabulary, tf.Module):
     """Strings (B,) <-> WordPiece ids (B, (T)), as exportable `tf.function`s.
 
     Args:
@@ -207,16 +208,7 @@ class WordPieceTokenizer(tf.Module):
     def get_vocab_size(self):
         return tf.size(self.vocab)
 
-    # === Python-side helpers ===
-
-    @property
-    def vocab_size(self):
-        """Number of tokens V (ids run from 0 to V - 1)."""
-        return len(self._vocabulary)
-
-    def get_vocabulary(self):
-        """The tokens as a list of `str`, id = position."""
-        return list(self._vocabulary)
+    # === Python-side helpers (and ListedVocabulary's vocab_size, get_vocabulary) ===
 
     def get_config(self):
         """The options other than the vocabulary, as saved in `tokenizer.json`."""

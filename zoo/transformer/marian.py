@@ -36,7 +36,8 @@ import pathlib
 
 import numpy as np
 
-from zoo import checkpoints, registry, transformer
+import zoo
+from zoo import checkpoints, registry, text, transformer
 from zoo.errors import ZooError
 from zoo.transformer import TransformerConfig
 from zoo.transformer.marian_config import (
@@ -216,14 +217,13 @@ def export_folder(folder, path, version=None, **export_options):
     Returns:
         `pathlib.Path` of the version directory.
     """
-    # The export brings tensorflow-text's ops; `import zoo` (which registers this
-    # module's weights hooks) should not.
-    from zoo import export  # noqa: PLC0415
-
     model, source_tokenizer, target_tokenizer = import_folder(folder)
     if export_options.get("max_length") is None and export_options.get("max_new_tokens") is None:
         export_options["max_new_tokens"] = generate_limit(folder)
-    return export.export(model, path, version, tokenizer=source_tokenizer,
+    # `zoo.export`, loaded on its first use by the package `zoo` (its `_LAZY`): the export
+    # brings tensorflow-text's ops, which `import zoo` (that registers this module's weights
+    # hooks) should not, and sits above the model families.
+    return zoo.export(model, path, version, tokenizer=source_tokenizer,
                          target_tokenizer=target_tokenizer, **export_options)
 
 
@@ -234,25 +234,24 @@ def load_tokenizers(folder):
     ids from `vocab.json`, or `target_vocab.json` for the target when the
     vocabularies are separate), each checked to fit config.json's vocabulary.
     """
-    # The tokenizer runs tensorflow-text's SentencePiece op: loaded when a folder's
-    # tokenizers are, not by `import zoo`.
-    from zoo.text import marian as marian_tokenizer  # noqa: PLC0415
-
+    # `text.marian` (tensorflow-text's SentencePiece op) is loaded here, on first use, by the
+    # package `zoo.text` (its `__getattr__`): `import zoo`, which registers this module's
+    # weights hooks, works without TensorFlow (a JAX process) and should not load it.
     folder = pathlib.Path(folder)
     config = read_config(folder)
     fields = transformer_fields(config)
     separate = not config.get("share_encoder_decoder_embeddings", True)
     ids = {name: fields[name] for name in ("pad_id", "end_id", "start_id")}  # the model's
-    sides = (("source", "source.spm", marian_tokenizer.VOCAB_FILENAME,
+    sides = (("source", "source.spm", text.marian.VOCAB_FILENAME,
               fields["source_vocabulary_size"] or fields["vocabulary_size"]),
-             ("target", "target.spm", "target_vocab.json" if separate else marian_tokenizer.VOCAB_FILENAME,
+             ("target", "target.spm", "target_vocab.json" if separate else text.marian.VOCAB_FILENAME,
               fields["target_vocabulary_size"] or fields["vocabulary_size"]))
     vocabularies = {}
     tokenizers = []
     for side, model_file, vocab_file, size in sides:
         if vocab_file not in vocabularies:
-            vocabularies[vocab_file] = marian_tokenizer.read_vocab(folder / vocab_file)
-        tokenizer = marian_tokenizer.MarianTokenizer(
+            vocabularies[vocab_file] = text.marian.read_vocab(folder / vocab_file)
+        tokenizer = text.marian.MarianTokenizer(
             folder / model_file, vocabularies[vocab_file], **ids, name=f"{side}_tokenizer")
         tokenizer.vocab_file = str(folder / vocab_file)
         if tokenizer.vocab_size > size:

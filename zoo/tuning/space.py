@@ -66,30 +66,9 @@ class Choice:
 
 
 @dataclasses.dataclass(frozen=True)
-class Int:
-    """An integer in `[min_value, max_value]` (both included); see `Choice` for the rest."""
-
-    min_value: int
-    max_value: int
-    step: int | None = None
-    sampling: str = "linear"
-    fields: tuple | None = None
-    derive: Callable | None = None
-
-    def __post_init__(self):
-        _check_fields(self.fields)
-        _check_range(self, int)
-
-    def candidates(self, config):
-        return (self.min_value, self.max_value)
-
-    def declare(self, hp, name, config):
-        return hp.Int(name, self.min_value, self.max_value, step=self.step, sampling=self.sampling)
-
-
-@dataclasses.dataclass(frozen=True)
-class Float:
-    """A float in `[min_value, max_value]`, `sampling` `"linear"` or `"log"`; see `Choice`."""
+class _Range:
+    """A number in `[min_value, max_value]` (both included), of `number_types`, `sampling`
+    `"linear"`, `"log"` or `"reverse_log"`; see `Choice` for `fields` and `derive`."""
 
     min_value: float
     max_value: float
@@ -97,13 +76,29 @@ class Float:
     sampling: str = "linear"
     fields: tuple | None = None
     derive: Callable | None = None
+    number_types = (int, float)  # not a field: the bounds' types
 
     def __post_init__(self):
         _check_fields(self.fields)
-        _check_range(self, (int, float))
+        _check_range(self, self.number_types)
 
     def candidates(self, config):
         return (self.min_value, self.max_value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Int(_Range):
+    """An integer in `[min_value, max_value]` (both included); see `Choice` for the rest."""
+
+    number_types = int
+
+    def declare(self, hp, name, config):
+        return hp.Int(name, self.min_value, self.max_value, step=self.step, sampling=self.sampling)
+
+
+@dataclasses.dataclass(frozen=True)
+class Float(_Range):
+    """A float in `[min_value, max_value]`, `sampling` `"linear"` or `"log"`; see `Choice`."""
 
     def declare(self, hp, name, config):
         return hp.Float(
