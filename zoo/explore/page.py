@@ -101,8 +101,8 @@ def _translation_tab(target, message):
 
     inputs = [source, decoding, beam_size, temperature, top_k, top_p, seed]
     outputs = [message, output, result, map_name, head, heatmap]
-    button.click(answer, inputs, outputs)
-    source.submit(answer, inputs, outputs)
+    button.click(answer, inputs, outputs, api_name="translate")  # benchmarks/explore_answer.py
+    source.submit(answer, inputs, outputs, api_name=False)
     redraw = dict(inputs=[result, map_name, head], outputs=[message, head, heatmap])
     map_name.input(_redraw, **redraw)
     head.input(_redraw, **redraw)
@@ -143,7 +143,7 @@ def _image_tab(target, message):
             upload = gr.File(label="Upload an image", type="filepath", elem_id="upload")
             gallery = gr.Gallery(target.examples, label="or pick a test image", columns=8,
                                  height=160, allow_preview=False, elem_id="test-images",
-                                 visible=bool(target.examples))
+                                 buttons=[], interactive=False, visible=bool(target.examples))
         classes = gr.Label(num_top_classes=images.TOP_CLASSES, label="Top classes",
                            elem_id="classes")
     result = gr.State()
