@@ -136,6 +136,14 @@ def _layer_heads(result, layer):
         return _message(error), gr.update()
 
 
+def _heads_label(target):
+    """What the heads' picture shows: the class token's attention, or the pooled tokens'."""
+    pooling = target.run.config["model_config"].get("pooling") if target.run else None
+    if pooling in (None, "cls"):
+        return "Each head's attention from the class token"
+    return f"Each head's attention, its rows weighted as the {pooling!r} pooling weighs them"
+
+
 def _image_tab(target, message):
     """The *Classify* tab: an upload or a test image; classes, rollout, heads."""
     with gr.Row():
@@ -151,7 +159,7 @@ def _image_tab(target, message):
         rollout = gr.Plot(label="Attention rollout (Abnar & Zuidema 2020)", elem_id="rollout")
         with gr.Column():
             layer = gr.Dropdown([], label="Layer", elem_id="layer")
-            heads = gr.Plot(label="Each head's attention from the class token", elem_id="heads")
+            heads = gr.Plot(label=_heads_label(target), elem_id="heads")
     if target.run is None:
         gr.Markdown(NO_ATTENTION, elem_id="no-attention")
     outputs = [message, classes, result, rollout, layer, heads]
