@@ -39,7 +39,7 @@ def _translate(target, sentence, decoding, beam_size, temperature, top_k, top_p,
                                        temperature=temperature, top_k=top_k or 0,
                                        top_p=top_p, seed=seed or 0)
     except Exception as error:  # noqa: BLE001 - any failure is a message on the page
-        return (_message(error),) + (gr.update(),) * 5
+        return _message(error), "", None, gr.update(), gr.update(), ""  # no stale answer
     note = "" if result.seed is None else f"Sampled with seed {result.seed}."
     if not result.maps:
         return note, result.text, result, gr.update(), gr.update(), gr.update()
@@ -140,8 +140,8 @@ def _heads_label(target):
     """What the heads' picture shows: the class token's attention, or the pooled tokens'."""
     pooling = target.run.config["model_config"].get("pooling") if target.run else None
     if pooling in (None, "cls"):
-        return "Each head's attention from the class token"
-    return f"Each head's attention, its rows weighted as the {pooling!r} pooling weighs them"
+        return "**Each head's attention** from the class token"
+    return f"**Each head's attention**, its rows weighted as the {pooling!r} pooling weighs them"
 
 
 def _image_tab(target, message):
@@ -156,10 +156,13 @@ def _image_tab(target, message):
                            elem_id="classes")
     result = gr.State()
     with gr.Row(visible=target.run is not None):
-        rollout = gr.Plot(label="Attention rollout (Abnar & Zuidema 2020)", elem_id="rollout")
+        with gr.Column():  # the plots' own labels would cover their titles: a line above
+            gr.Markdown("**Attention rollout** (Abnar & Zuidema 2020)")
+            rollout = gr.Plot(show_label=False, elem_id="rollout")
         with gr.Column():
             layer = gr.Dropdown([], label="Layer", elem_id="layer")
-            heads = gr.Plot(label=_heads_label(target), elem_id="heads")
+            gr.Markdown(_heads_label(target))
+            heads = gr.Plot(show_label=False, elem_id="heads")
     if target.run is None:
         gr.Markdown(NO_ATTENTION, elem_id="no-attention")
     outputs = [message, classes, result, rollout, layer, heads]
@@ -183,7 +186,8 @@ def _run_tab(target):
     """The *Run* tab: training curves and the run's config, summary and metrics."""
     figure = drawing.curves(target.path)
     if figure is not None:
-        gr.Plot(figure, label="Training curves (history.csv)", elem_id="curves")
+        gr.Markdown("**Training curves** (history.csv)")
+        gr.Plot(figure, show_label=False, elem_id="curves")
     gr.JSON(drawing.run_files(target.path), label="config.json, summary.json, metrics.json",
             elem_id="config")
 
@@ -191,10 +195,10 @@ def _run_tab(target):
 def build(target):
     """The `gr.Blocks` page of an opened `zoo.explore.targets.Target`."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # read by Gradio when it would call home
-    kind = ("translation" if target.kind == "translation" else "image classification") + (
+    kind = ("a translation" if target.kind == "translation" else "an image classification") + (
         " export (SavedModel)" if target.run is None else " run")
     with gr.Blocks(title=f"zoo explore: {target.name}", analytics_enabled=False) as page:
-        gr.Markdown(f"## zoo explore: {target.name}\n`{target.path}`: a {kind}")
+        gr.Markdown(f"## zoo explore: {target.name}\n`{target.path}`: {kind}")
         message = gr.Markdown(elem_id="message")
         with gr.Tab("Translate" if target.kind == "translation" else "Classify"):
             if target.kind == "translation":
