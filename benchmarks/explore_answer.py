@@ -73,7 +73,7 @@ def _test_sentences(run_dir, count):
 def _ask(client, sentence, decoding, beam_size):
     """One answer of the page, in seconds."""
     started = time.perf_counter()
-    message, translation, _, _, heatmap = client.predict(
+    message, translation, _, _, heatmap, _ = client.predict(
         sentence, decoding, beam_size, 1.0, 0, 1.0, 0, api_name="/translate")
     seconds = time.perf_counter() - started
     if not translation or "attention-map" not in (heatmap or ""):

@@ -12,11 +12,12 @@ import pytest
 import tensorflow as tf
 
 from zoo.explore import drawing, targets, translation
-from zoo.runs import rundir
+from zoo.runs import inference, rundir
 
 from zoo_cli import run_main
 
 SENTENCE = "dreihundertvierundzwanzig"
+WITH_UNKNOWN = "Ωμέγα elf"  # out of the vocabulary (within max_length): a copying model copies it
 SEQ2SEQ = dict(embedding_dim=8, encoder_units=8, decoder_units=8, attention_units=8,
                maxout_units=4, vocabulary_size=60, max_length=12)
 CONVS2S = dict(embedding_dim=8, hidden_dim=12, output_embedding_dim=6, num_encoder_layers=2,
@@ -67,3 +68,26 @@ def test_the_translation_is_zoo_predicts_and_each_alignment_is_target_by_source(
         assert drawing.head_choices(shown, map_name) == [drawing.MEAN]
         picture = drawing.heatmap(shown, map_name)
         assert all(f">{token}</text>" in picture for token in tokens if token != "▁")
+    if overrides.get("copy"):
+        _check_copy_probabilities(target)
+    else:
+        assert shown.copy is None
+
+
+def _check_copy_probabilities(target):
+    """`1 − p_gen` against the model's own output: the probability it gives the source's
+    out-of-vocabulary slots is `(1 − p_gen) Σ a_i` over their positions (See et al. 2017)."""
+    shown = translation.translate(target, WITH_UNKNOWN, "greedy")
+    assert len(shown.copy) == len(shown.target_tokens)
+    assert all(0.0 <= p <= 1.0 for p in shown.copy)
+    run, (max_length, options, table) = target.run, target.setup
+    _, source, generated = inference.decode_batch(run, table, [WITH_UNKNOWN], 1, max_length,
+                                                  options, None)
+    ids = np.asarray(generated)[0][: len(shown.target_tokens)]
+    decoder_input = np.asarray([[options["start_id"], *ids[:-1]]], "int32")
+    probabilities = np.exp(np.asarray(run.model({**source, "target": tf.constant(decoder_input)}))[0])
+    vocabulary = run.target_tokenizer.vocab_size
+    unknown = np.asarray(source["source_extended"])[0] >= vocabulary
+    assert unknown.any()
+    copied = np.asarray(shown.copy) * shown.maps["decoder/alignment"][:, unknown].sum(axis=-1)
+    np.testing.assert_allclose(probabilities[:, vocabulary:].sum(axis=-1), copied, atol=1e-5)

@@ -33,22 +33,31 @@ def _message(error):
 
 
 def _translate(target, sentence, decoding, beam_size, temperature, top_k, top_p, seed):
-    """The handler of *Translate*: (message, translation, result, map, head, heat map)."""
+    """The handler of *Translate*: (message, translation, result, map, head, heat map, copy
+    probabilities)."""
     try:
         result = translation.translate(target, sentence, decoding, beam_size,
                                        temperature=temperature, top_k=top_k or 0,
                                        top_p=top_p, seed=seed or 0)
     except Exception as error:  # noqa: BLE001 - any failure is a message on the page
-        return _message(error), "", None, gr.update(), gr.update(), ""  # no stale answer
+        return _message(error), "", None, gr.update(), gr.update(), "", None  # no stale answer
     note = "" if result.seed is None else f"Sampled with seed {result.seed}."
     if not result.maps:
-        return note, result.text, result, gr.update(), gr.update(), gr.update()
+        return note, result.text, result, gr.update(), gr.update(), gr.update(), None
     names = list(result.maps)
     name = _default_map(names)
     heads = drawing.head_choices(result, name)
+    copied = None if result.copy is None else [
+        (f"{token} {p:.2f}", p) for token, p in zip(result.target_tokens, result.copy)]
     return (note, result.text, result, gr.update(choices=names, value=name),
             gr.update(choices=heads, value=drawing.MEAN),
-            drawing.heatmap(result, name, drawing.MEAN))
+            drawing.heatmap(result, name, drawing.MEAN), copied)
+
+
+def _is_copying(target):
+    """Whether the run's model copies (a pointer-generator): its copy probabilities shown."""
+    names = [] if target.run is None else [layer.name for layer in target.run.model.layers]
+    return "pointer_generator" in names
 
 
 def _default_map(names):
@@ -88,6 +97,8 @@ def _translation_tab(target, message):
     if target.examples:
         gr.Examples([[s] for s in target.examples], inputs=[source], label="Test sentences")
     output = gr.Textbox(label="Translation", interactive=False, elem_id="translation")
+    copying = gr.HighlightedText(label="Copy probability 1 − p_gen of each target token",
+                                 elem_id="copy", visible=_is_copying(target))
     result = gr.State()
     with gr.Row(visible=target.run is not None):
         map_name = gr.Dropdown([], label="Attention map (layer)", elem_id="map")
@@ -100,7 +111,7 @@ def _translation_tab(target, message):
         return _translate(target, *values)
 
     inputs = [source, decoding, beam_size, temperature, top_k, top_p, seed]
-    outputs = [message, output, result, map_name, head, heatmap]
+    outputs = [message, output, result, map_name, head, heatmap, copying]
     button.click(answer, inputs, outputs, api_name="translate")  # benchmarks/explore_answer.py
     source.submit(answer, inputs, outputs, api_name=False)
     redraw = dict(inputs=[result, map_name, head], outputs=[message, head, heatmap])

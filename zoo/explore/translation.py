@@ -8,6 +8,7 @@ decoder input `[START] + y[:-1]`, so that row t is the step that wrote target to
 
 import dataclasses
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -31,6 +32,8 @@ class Translation:
         maps: attention map name (`zoo.attention_weights`' keys) -> one example's weights,
             `(N, rows, columns)` per head or `(rows, columns)`; empty for an export.
         seed: the sampling seed, or None.
+        copy: a copying model's `1 − p_gen` per target token (the probability that it was
+            copied from the source, See et al. 2017); None for other models.
     """
 
     text: str
@@ -38,6 +41,7 @@ class Translation:
     target_tokens: list = dataclasses.field(default_factory=list)
     maps: dict = dataclasses.field(default_factory=dict)
     seed: int = None
+    copy: list = None
 
     def axes(self, name):
         """`(row tokens, column tokens)` of map `name`: encoder self-attention source × source,
@@ -96,13 +100,31 @@ def translate(target, sentence, decoding="greedy", beam_size=4, **sampling):
     source_ids = np.asarray(source["source"] if isinstance(source, dict) else source)  # (1, S)
     decoder_input = np.asarray([[options["start_id"], *ids[:-1]]], "int32")  # (1, T)
     maps = zoo.attention_weights(run.model, {"source": source_ids, "target": decoder_input})
+    copy = None
+    if isinstance(source, dict):
+        copy = copy_probabilities(run.model, {**source, "target": decoder_input})[0].tolist()
     return Translation(
         texts.numpy()[0].decode("utf-8"),
         _pieces(run.source_tokenizer, source_ids[0]),
         _pieces(run.target_tokenizer, ids, run.target_tokenizer.vocab_size),
         {name: weights[0] for name, weights in maps.items()},
         None if chosen is None else chosen.seed,
+        copy,
     )
+
+
+def copy_probabilities(model, inputs):
+    """`1 − p_gen` `(B, T)` of a copying model for `{"source", "source_extended", "target"}`.
+
+    Read from the model's own `pointer_generator` layer (`ka.PointerGenerator`): its inputs
+    as the model computes them (the functional model up to that layer), then the layer with
+    `return_switch=True`, so nothing of a family's insides is repeated here.
+    """
+    layer = model.get_layer("pointer_generator")
+    inputs = {name: keras.ops.convert_to_tensor(value) for name, value in inputs.items()}
+    features = keras.Model(model.inputs, list(layer.input))(inputs)
+    _, switch = layer(*features, return_switch=True)
+    return 1.0 - keras.ops.convert_to_numpy(switch)
 
 
 def _until_end(ids, end_id, pad_id):
