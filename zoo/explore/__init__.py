@@ -3,7 +3,7 @@
 * `zoo.explore.targets`: PATH opened once (`open_target`): a run directory or a SavedModel.
 * `zoo.explore.translation`: a sentence's translation, as `zoo predict` gives it, and its
   attention maps (cross-attention, the Transformer's self-attention, RNNsearch's and
-  ConvS2S's alignments).
+  ConvS2S's alignments), and a copying model's `1 − p_gen` per target token.
 * `zoo.explore.images`: a ViT's top classes, as `zoo predict` gives them, its attention
   rollout and each head's attention from the class token.
 * `zoo.explore.drawing`: the pictures (heat maps as inline SVG, training curves) and the
