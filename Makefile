@@ -83,8 +83,8 @@ test-deploy: $(VENV)/.installed-deploy
 # `zoo explore`'s page in a real browser (tests/web/, which `make test` and `make test-large`
 # never collect): the web and web-test extras, installed into the venv above, and Debian's
 # chromium, installed with apt when this runs as root (a failure is reported, never fatal;
-# Playwright never downloads a browser). Without a browser the tests skip, saying why.
-# ZOO_CHROMIUM=PATH picks another chromium.
+# Playwright never downloads a browser: it is given chromium's path, ZOO_CHROMIUM). Without a
+# browser the tests skip, saying why. ZOO_CHROMIUM=PATH make test-web picks another chromium.
 test-web: $(VENV)/.installed-web
 	@if ! command -v chromium >/dev/null && [ -z "$${ZOO_CHROMIUM:-}" ] && [ "$$(id -u)" = 0 ] \
 			&& command -v apt-get >/dev/null; then \
@@ -94,7 +94,8 @@ test-web: $(VENV)/.installed-web
 		    timeout 600 apt-get install -y -qq chromium >/dev/null 2>&1; }; } \
 		|| echo "  not installed (no network or no such package): the browser tests skip"; \
 	fi
-	ZOO_WEB_TESTS=1 $(BIN)/python -m pytest -q -n 0 tests/web
+	ZOO_WEB_TESTS=1 ZOO_CHROMIUM="$${ZOO_CHROMIUM:-$$(command -v chromium || command -v chromium-browser || true)}" \
+		$(BIN)/python -m pytest -q -n 0 tests/web
 
 # Line coverage of keras_attention/ and zoo/, subprocesses included ([tool.coverage] in
 # pyproject.toml).

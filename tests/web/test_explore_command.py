@@ -21,7 +21,7 @@ def test_a_path_that_is_neither_a_run_nor_an_export_is_refused_in_one_line(tmp_p
 
 
 def test_an_export_shows_zoo_predicts_translation_and_says_it_has_no_attention(
-        numbers_export, open_page, tmp_path):
+        open_page, numbers_export, tmp_path):  # no browser: skipped before training
     with explore(numbers_export.saved_models, tmp_path / "explore.log") as url:
         page = open_page(url)
         page.fill("#source textarea", SENTENCE)

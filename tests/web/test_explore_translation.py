@@ -17,7 +17,7 @@ MAP = "#heatmap .attention-map svg"  # the heat map (Gradio draws its own icons 
 
 
 @pytest.fixture(scope="module")
-def page_url(numbers_run, tmp_path_factory):
+def page_url(browser, numbers_run, tmp_path_factory):  # no browser: skipped before training
     """`zoo explore` of the session's `numbers_run` (transformer-tiny), served for the module."""
     log = tmp_path_factory.mktemp("explore_translation") / "explore.log"
     with explore(numbers_run.run_dir, log) as url:

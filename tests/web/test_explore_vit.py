@@ -16,7 +16,7 @@ CLASSES = "#classes [data-testid=label-output-value]"  # Gradio's Label: the top
 
 
 @pytest.fixture(scope="module")
-def page_url(fashion_run, tmp_path_factory):
+def page_url(browser, fashion_run, tmp_path_factory):  # no browser: skipped before training
     """`zoo explore` of the session's `fashion_run` (vit-tiny), served for the module."""
     log = tmp_path_factory.mktemp("explore_vit") / "explore.log"
     with explore(fashion_run.run_dir, log) as url:
