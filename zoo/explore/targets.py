@@ -7,6 +7,7 @@ and config. An export shows what it offers: its translations or classes, through
 
 import dataclasses
 import pathlib
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -101,8 +102,9 @@ def _check_attention(target):
             shape = (1, config["image_size"], config["image_size"], config["channels"])
             maps = zoo.attention_weights(run.model, np.zeros(shape, "float32"))
     except (ValueError, TypeError, NotImplementedError, KeyError) as error:
+        reason = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split())  # Keras' bold
         raise ZooError(f"{target.path}: {run.name} gives no attention weights to show "
-                       f"({' '.join(str(error).split())[:200]})") from None
+                       f"({reason[:200]})") from None
     if not maps or any(value is None for value in maps.values()):
         raise ZooError(f"{target.path}: {run.name} gives no attention weights to show")
 
