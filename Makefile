@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # Keep TensorFlow's C++ logging quiet in every target.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install data test test-large test-jax test-torch test-deploy coverage demo bench lint
+.PHONY: install data test test-large test-jax test-torch test-deploy test-web coverage demo bench lint
 
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
@@ -22,6 +22,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+$(VENV)/.installed-web: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[dev,web,web-test]'
 	touch $@
 
 $(VENV)/.installed-deploy: pyproject.toml $(VENV)/.installed
@@ -75,6 +79,23 @@ test-torch: $(VENV)/.installed
 # extra installs offline.
 test-deploy: $(VENV)/.installed-deploy
 	ZOO_DEPLOY_TESTS=1 $(BIN)/python -m pytest -q -n 0 tests/test_export_deploy.py tests/test_export_formats.py tests/test_export_ctranslate2.py
+
+# `zoo explore`'s page in a real browser (tests/web/, which `make test` and `make test-large`
+# never collect): the web and web-test extras, installed into the venv above, and Debian's
+# chromium, installed with apt when this runs as root (a failure is reported, never fatal;
+# Playwright never downloads a browser: it is given chromium's path, ZOO_CHROMIUM). Without a
+# browser the tests skip, saying why. ZOO_CHROMIUM=PATH make test-web picks another chromium.
+test-web: $(VENV)/.installed-web
+	@if ! command -v chromium >/dev/null && [ -z "$${ZOO_CHROMIUM:-}" ] && [ "$$(id -u)" = 0 ] \
+			&& command -v apt-get >/dev/null; then \
+		echo "Installing Debian's chromium for the browser tests"; \
+		{ timeout 600 apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		  { timeout 300 apt-get update -qq >/dev/null 2>&1 && \
+		    timeout 600 apt-get install -y -qq chromium >/dev/null 2>&1; }; } \
+		|| echo "  not installed (no network or no such package): the browser tests skip"; \
+	fi
+	ZOO_WEB_TESTS=1 ZOO_CHROMIUM="$${ZOO_CHROMIUM:-$$(command -v chromium || command -v chromium-browser || true)}" \
+		$(BIN)/python -m pytest -q -n 0 tests/web
 
 # Line coverage of keras_attention/ and zoo/, subprocesses included ([tool.coverage] in
 # pyproject.toml).

@@ -80,6 +80,11 @@ def pytest_ignore_collect(collection_path, config):
         return collection_path.name not in BACKEND_TEST_FILES
     return None
 
+# tests/web/: `zoo explore`'s page driven in a real browser, run by `make test-web` (which
+# installs the web extras and sets ZOO_WEB_TESTS=1); `make test` and `make test-large` never
+# collect it.
+collect_ignore = [] if os.environ.get("ZOO_WEB_TESTS") == "1" else ["web"]
+
 # The files whose tests use the session's trained runs (`numbers_run`, `numbers_export`,
 # `fashion_run`, below): one xdist work unit, so that one worker trains and exports them once,
 # where `--dist loadfile` alone gave the files to both workers and each built them (these six

@@ -14,7 +14,7 @@ The order, bottom to top (a module may import its own level and those below):
     export                                              TF Serving SavedModels
     plot                                                pictures
     runs                                                run directories: train, evaluate, ...
-    tuning                                              keras-tuner searches
+    tuning, explore                                     keras-tuner searches, the web page
     cli, __main__                                       the command line
 """
 
@@ -30,7 +30,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ZOO = ROOT / "zoo"
 # The layers that run and search models, and the command line on top of them.
-UPPER = ("zoo.runs", "zoo.tuning", "zoo.cli", "zoo.__main__")
+UPPER = ("zoo.runs", "zoo.tuning", "zoo.explore", "zoo.cli", "zoo.__main__")
 LEVELS = (
     ("zoo.errors", "zoo.files", "zoo.locks", "zoo.progress", "zoo.moved", "zoo.checkpoints",
      "zoo.families"),
@@ -42,7 +42,7 @@ LEVELS = (
     ("zoo.export",),
     ("zoo.plot",),
     ("zoo.runs",),
-    ("zoo.tuning",),
+    ("zoo.tuning", "zoo.explore"),
     ("zoo.cli", "zoo.__main__"),
 )
 # The flat modules of `zoo/` besides the packages: a new one needs a reason.

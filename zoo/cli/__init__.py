@@ -20,6 +20,7 @@
     (train and tune share the dataset options --data-dir --train-size --test-size
      --test-ratio --test-file, and --epochs --batch-size --strategy --set --seed --val-ratio)
     zoo demo [--minutes M]
+    zoo explore RUN_DIR|SAVED_MODEL [--port 7860 --host 127.0.0.1]   (the web extra)
 
 User errors (unknown model, missing file, bad --set, a dataset that does not
 fit the model, a corrupt file: `zoo.errors.ZooError`) print one line and exit
@@ -29,7 +30,7 @@ and exits with code 1. Set ZOO_DEBUG=1 to see the full traceback instead.
 
 The modules: `arguments` (what every command shares), one per command or
 pair of commands (`models`: list, describe; `train`; `evaluate`: evaluate,
-compare, predict; `saved_models`: export, import; `tune`; `demo`), each with its
+compare, predict; `saved_models`: export, import; `tune`; `demo`; `explore`), each with its
 `add_<command>_parser` and the function it runs, and `main` (`build_parser`,
 `main`).
 """

@@ -17,6 +17,7 @@ from zoo.cli.arguments import (
 )
 from zoo.cli.demo import add_demo_parser
 from zoo.cli.evaluate import add_compare_parser, add_evaluate_parser, add_predict_parser
+from zoo.cli.explore import add_explore_parser
 from zoo.cli.models import add_describe_parser, add_list_parser
 from zoo.cli.saved_models import add_export_parser, add_import_parser
 from zoo.cli.train import add_train_parser
@@ -50,6 +51,7 @@ def build_parser():
     add_predict_parser(commands)
     add_tune_parser(commands)
     add_demo_parser(commands)
+    add_explore_parser(commands)
     return parser
 
 

@@ -72,31 +72,32 @@ def translate(run, sentences, beam_size=1, alpha=None, batch_size=128, max_lengt
     if isinstance(sentences, str):
         raise ZooError("sentences must be a list of str, not a single str")
     check_int("beam_size", beam_size, 1)
-    if max_length is None:
-        max_length = RNN_MAX_LENGTH if run.max_length is None else run.max_length
-    check_int("max_length", max_length, 1)
-    options = decoding_options(run.target_tokenizer, alpha)
+    max_length, options, table = decoding_setup(run, alpha, max_length)
     bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
-    table = None  # a copying model's map of source pieces to target ids
-    if copy_steps.is_copying(run.model):
-        table = copying.copy_table(run.source_tokenizer, run.target_tokenizer)
     order = batch_order(sentences, keep=sampling is not None)
     outputs = [None] * len(sentences)
     for start in range(0, len(sentences), batch_size):
         rows = order[start : start + batch_size]
         chunk = [sentences[i] for i in rows]
-        if table is None:
-            source = padded_sources(run.source_tokenizer, chunk, max_length)
-            generated = _generate(run.model, source, beam_size, max_length, options, sampling)
-            texts = run.target_tokenizer.detokenize(generated)
-        else:
-            texts = _translate_copying(run, table, chunk, beam_size, max_length, options,
-                                       sampling)
+        texts, _, _ = decode_batch(run, table, chunk, beam_size, max_length, options, sampling)
         for i, text in zip(rows, texts.numpy()):
             outputs[i] = text.decode("utf-8")
         if bar is not None:
             bar.add(len(chunk))
     return outputs
+
+
+def decoding_setup(run, alpha=None, max_length=None):
+    """`(max_length, options, table)` as `translate` decodes with them: the length (default
+    the model's), `zoo.runs.imported.decoding_options` and a copying model's map of source
+    pieces to target ids (`zoo.text.copying.copy_table`; None for other models)."""
+    if max_length is None:
+        max_length = RNN_MAX_LENGTH if run.max_length is None else run.max_length
+    check_int("max_length", max_length, 1)
+    table = None
+    if copy_steps.is_copying(run.model):
+        table = copying.copy_table(run.source_tokenizer, run.target_tokenizer)
+    return max_length, decoding_options(run.target_tokenizer, alpha), table
 
 
 def batch_order(sentences, keep=False):
@@ -113,15 +114,25 @@ def batch_order(sentences, keep=False):
     return sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
 
 
-def _translate_copying(run, table, sentences, beam_size, max_length, options, sampling):
-    """A copying model's translations (`zoo.text.copying`): strings `(B,)`."""
+def decode_batch(run, table, sentences, beam_size, max_length, options, sampling):
+    """One batch of `translate`: `(texts (B,), source, generated ids (B, L))`.
+
+    `source` is what the model took: the ids `(B, S)`, or for a copying model (`table`, its
+    `zoo.text.copying.copy_table`) `{"source", "source_extended"}`; `generated` is in
+    `zoo.decode.greedy_decode`'s layout (no `[START]`, `[END]` kept, then padding).
+    `zoo explore` decodes one sentence through here, so that it shows what `zoo predict` gives.
+    """
+    if table is None:
+        source = padded_sources(run.source_tokenizer, sentences, max_length)
+        generated = _generate(run.model, source, beam_size, max_length, options, sampling)
+        return run.target_tokenizer.detokenize(generated), source, generated
     end = special_ids(run.source_tokenizer)["end"]
-    source, extended, slots = copying.encode_copy_sources(
+    ids, extended, slots = copying.encode_copy_sources(
         run.source_tokenizer, table, run.target_tokenizer.vocab_size,
         tf.constant(sentences, tf.string), max_length, end_id=end)
-    generated = _generate(run.model, {"source": source, "source_extended": extended}, beam_size,
-                          max_length, options, sampling)
-    return copying.detokenize_extended(run.target_tokenizer, generated, slots)
+    source = {"source": ids, "source_extended": extended}
+    generated = _generate(run.model, source, beam_size, max_length, options, sampling)
+    return copying.detokenize_extended(run.target_tokenizer, generated, slots), source, generated
 
 
 def _generate(model, source, beam_size, max_length, options, sampling):

@@ -117,16 +117,7 @@ def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"
             outputs = translate(run, inputs, beam_size=beam_size, alpha=alpha, sampling=sampling)
             return _translations(inputs, outputs, sampling)
         _no_sampling(sampling, path)
-        model_config = run.config["model_config"]
-        size, channels = model_config["image_size"], model_config["channels"]
-        images, errors = _load_image_files(inputs, size, size, channels)
-        readable = [item for item in inputs if item not in errors]
-        answered = []
-        if readable:
-            logits = run.model.predict(images, verbose=0)
-            probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
-            answered = _top_classes(readable, probabilities, run.class_names, top_k)
-        return _with_errors(inputs, answered, errors)
+        return classify_files(run, inputs, top_k)
     saved = resolve_saved_model(path)
     if saved is None:
         raise FileNotFoundError(
@@ -134,6 +125,27 @@ def predict(path, inputs, beam_size=None, alpha=None, top_k=5, checkpoint="best"
             "(no saved_model.pb, nor numbered versions holding one)"
         )
     return _predict_saved_model(saved, inputs, beam_size, top_k, sampling)
+
+
+def load_run_images(run, paths):
+    """`(images (B', H, W, C) uint8, {path: reason})`: the readable image files among `paths`
+    as an image run's model takes them (resized to its size, its channels)."""
+    model_config = run.config["model_config"]
+    size, channels = model_config["image_size"], model_config["channels"]
+    return _load_image_files(paths, size, size, channels)
+
+
+def classify_files(run, inputs, top_k=5):
+    """An image run's `predict`: `{"input", "classes": [(name, probability), ...]}` per image
+    file, or `{"input", "error"}` for a file that is missing or not an image."""
+    images, errors = load_run_images(run, inputs)
+    readable = [item for item in inputs if item not in errors]
+    answered = []
+    if readable:
+        logits = run.model.predict(images, verbose=0)
+        probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
+        answered = _top_classes(readable, probabilities, run.class_names, top_k)
+    return _with_errors(inputs, answered, errors)
 
 
 def _translations(inputs, outputs, sampling):
