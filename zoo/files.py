@@ -221,8 +221,12 @@ def write_directory(path, save, before_rename=None):
     """Call `save(temporary)` with a new folder beside `path`, then rename it to `path`.
 
     `before_rename()` runs just before the rename (to check that `path` is
-    still free). The rename fails when `path` exists (`FileExistsError`); on
-    any exception the temporary folder is removed.
+    still free). An existing `path` is never replaced: `FileExistsError` when
+    it exists before the rename (`os.rename` itself would replace an empty
+    folder), or when it appears at the last moment and is not empty (the rename
+    fails, ENOTEMPTY). Only an empty folder another process makes between that
+    check and the rename can be replaced, and nothing in it is lost. On any
+    exception the temporary folder is removed.
     """
     path = pathlib.Path(path)
     temporary = None
@@ -234,6 +238,8 @@ def write_directory(path, save, before_rename=None):
             before_rename()
         _kill_if_asked(path)
         try:
+            if os.path.lexists(path):  # os.rename would replace an empty folder
+                raise FileExistsError(errno.EEXIST, "exists", str(path))
             os.rename(temporary, path)
         except OSError as error:  # e.g. created concurrently (ENOTEMPTY)
             raise FileExistsError(f"could not rename {temporary} to {path}: {error}") from error
