@@ -56,7 +56,13 @@ def __getattr__(name):
     if name in _NAMES:
         _load_all()
         return globals()[name]
-    raise AttributeError(f"module 'keras_attention' has no attribute {name!r}")
+    if not name.startswith("__"):
+        try:  # one of the package's modules: an attribute once imported, as when this file imported it
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the module exists; something it imports does not
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():

@@ -87,7 +87,13 @@ def __getattr__(name):
             "tensorflow==2.21.* tensorflow-text==2.21.* (the layers, zoo.get and model.fit "
             "need neither)."
         ) from None
-    raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    if not name.startswith("__"):
+        try:  # one of the package's modules: an attribute once imported, as when this file imported it
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the module exists; something it imports does not
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def attention_weights(model, inputs):

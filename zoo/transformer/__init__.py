@@ -26,7 +26,13 @@ _LAZY = {
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'zoo.transformer' has no attribute {name!r}")
+    if not name.startswith("__"):
+        try:  # one of the package's modules: an attribute once imported, as when this file imported it
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the module exists; something it imports does not
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
