@@ -32,6 +32,12 @@ import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from zoo.datasets.preparation import load_run_data  # noqa: E402 - after the path
+from zoo.runs import rundir  # noqa: E402
+
 DECODINGS = {"greedy": ("greedy", 4), "beam 4": ("beam", 4)}
 
 
@@ -62,10 +68,6 @@ def _serve(run_dir, log):
 
 def _test_sentences(run_dir, count):
     """The run's first `count` test sources (the split it was trained with)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from zoo.datasets.preparation import load_run_data
-    from zoo.runs import rundir
-
     _, data = load_run_data(rundir.read_config(run_dir), quiet=True)
     return [source for source, _ in data.test_pairs[:count]]
 

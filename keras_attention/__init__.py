@@ -4,42 +4,73 @@ See docs/math.md for the formulas. Public names are re-exported here:
 
     import keras_attention as ka
     mha = ka.MultiHeadAttention(num_heads=8, key_dim=64)
+
+`import keras_attention` itself imports no Keras: the names below load on
+first use (PEP 562), so that its light modules (`keras_attention.checks`)
+import without TensorFlow, as `zoo list` needs. The first public class or
+function asked for loads them all (Keras, and every layer, loss, metric and
+schedule registered for `keras.saving.load_model`); a submodule name
+(`ka.ops`, `from keras_attention import backends`) loads that module. Once
+Keras is imported, by anyone, they all load too (`after_import`), so that a
+`.keras` file naming them loads after `import keras_attention` as it always did.
 """
 
-from keras_attention import backends, chunked, layers, losses, metrics, ops, schedules
-from keras_attention.chunked import chunked_dot_product_attention
-from keras_attention.layers import (
-    BahdanauAttention,
-    CausalConv1D,
-    ClassToken,
-    DilatedResidualBlock,
-    LinearAttention,
-    LocationAwareAttention,
-    MonotonicAttention,
-    MultiHeadAttention,
-    MultiResolutionAttention,
-    PatchEmbedding,
-    PointerGenerator,
-    PositionEmbedding,
-    PositionwiseFeedForward,
-    SequencePooling,
-    SinusoidalPositionalEncoding,
-    TokenAndPositionEmbedding,
-    TransformerDecoderBlock,
-    TransformerEncoderBlock,
-)
-from keras_attention.layers.causal_convolution import receptive_field
-from keras_attention.losses import MaskedSparseCategoricalCrossentropy, PointerGeneratorCrossentropy
-from keras_attention.metrics import MaskedAccuracy
-from keras_attention.ops import (
-    additive_scores,
-    causal_mask,
-    masked_softmax,
-    padding_mask,
-    scaled_dot_product_attention,
-    sinusoidal_encoding,
-)
-from keras_attention.schedules import BudgetSchedule, TransformerSchedule
+import importlib
+
+from keras_attention import after_import
+
+# Each public name and the module that defines it.
+_SUBMODULES = ("backends", "chunked", "layers", "losses", "metrics", "ops", "schedules")
+_NAMES = {
+    "chunked_dot_product_attention": "keras_attention.chunked",
+    **dict.fromkeys((
+        "BahdanauAttention", "CausalConv1D", "ClassToken", "DilatedResidualBlock",
+        "LinearAttention", "LocationAwareAttention", "MonotonicAttention", "MultiHeadAttention",
+        "MultiResolutionAttention", "PatchEmbedding", "PointerGenerator", "PositionEmbedding",
+        "PositionwiseFeedForward", "SequencePooling", "SinusoidalPositionalEncoding",
+        "TokenAndPositionEmbedding", "TransformerDecoderBlock", "TransformerEncoderBlock",
+    ), "keras_attention.layers"),
+    "receptive_field": "keras_attention.layers.causal_convolution",
+    "MaskedSparseCategoricalCrossentropy": "keras_attention.losses",
+    "PointerGeneratorCrossentropy": "keras_attention.losses",
+    "MaskedAccuracy": "keras_attention.metrics",
+    **dict.fromkeys(("additive_scores", "causal_mask", "masked_softmax", "padding_mask",
+                     "scaled_dot_product_attention", "sinusoidal_encoding"),
+                    "keras_attention.ops"),
+    "BudgetSchedule": "keras_attention.schedules",
+    "TransformerSchedule": "keras_attention.schedules",
+}
+
+
+def _load_all():
+    """Import every submodule of `_SUBMODULES` and bind the public names here."""
+    for name in _SUBMODULES:
+        globals()[name] = importlib.import_module(f"keras_attention.{name}")
+    for name, module in _NAMES.items():
+        globals()[name] = getattr(importlib.import_module(module), name)
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:  # imported alone: the submodules import one another by name
+        return importlib.import_module(f"keras_attention.{name}")
+    if name in _NAMES:
+        _load_all()
+        return globals()[name]
+    if not name.startswith("__"):
+        try:  # one of the package's modules: an attribute once imported, as when this file imported it
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the module exists; something it imports does not
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+after_import.when_keras_loaded(_load_all)
+
 
 __version__ = "0.1.0"
 

@@ -220,7 +220,7 @@ def test_zoo_debug_raises_the_bug_with_its_whole_traceback(capsys, monkeypatch):
         cli.main(["describe", "vit-tiny"])
     names = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
     assert names[1] == "main" and names[-1] == "_broken_num_params"  # [0]: this test
-    assert {"_run", "_cmd_describe", "describe"} <= set(names)
+    assert {"_run", "run_describe", "describe"} <= set(names)
     assert capsys.readouterr().err == ""  # raised as is, nothing printed over it
     with pytest.raises(ValueError, match="not a positive integer|must be a positive integer"):
         cli.main(["describe", "vit-tiny", "--set", "num_layers=0"])  # user errors too

@@ -68,7 +68,8 @@ def test_no_code_cites_a_math_file_outside_the_repository():
 
 
 def _resolves(dotted):
-    """Whether `a.b.c` is a module of the repository, or a name defined at the top of one."""
+    """Whether `a.b.c` is a module of the repository, or a name defined at the top of one
+    (or named in its table of lazily loaded names)."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         base = ROOT.joinpath(*parts[:cut])
@@ -79,9 +80,11 @@ def _resolves(dotted):
         if not rest:
             return True
         text = module.read_text(encoding="utf-8")
+        # Defined, imported, or in a package's table of names loaded on first use (PEP 562).
         return len(rest) == 1 and re.search(
             rf"^(?:class |def )?{re.escape(rest[0])}\b|^    {re.escape(rest[0])},?$|"
-            rf"import .*\b{re.escape(rest[0])}\b", text, re.MULTILINE) is not None
+            rf"import .*\b{re.escape(rest[0])}\b|^    \"{re.escape(rest[0])}\": \"", text,
+            re.MULTILINE) is not None
     return False
 
 

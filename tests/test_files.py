@@ -1,5 +1,6 @@
 """`zoo.files`: whole files or none, and JSON one way."""
 
+import contextlib
 import errno
 import json
 import os
@@ -12,7 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from zoo import files
+from zoo import files, locks
 
 
 def test_write_json_writes_numpy_scalars_paths_and_tuples(tmp_path):
@@ -42,6 +43,54 @@ def test_write_directory_renames_a_finished_folder_and_cleans_up_a_failed_one(tm
     with pytest.raises(FileExistsError):
         files.write_directory(tmp_path / "1", lambda d: (d / "y").write_text("y"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+
+
+def test_write_directory_never_replaces_an_empty_folder(tmp_path):
+    # os.rename(folder, empty_folder) succeeds on POSIX: write_directory checks first.
+    (tmp_path / "1").mkdir()
+    with pytest.raises(FileExistsError):
+        files.write_directory(tmp_path / "1", lambda d: (d / "x").write_text("x"))
+    assert list((tmp_path / "1").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+
+
+def _directory_removed_before_the_first_open(monkeypatch, meanwhile):
+    """Make `locks._acquire` meet the race: the directory it was about to open the lock file
+    in is removed first (its last holder released it), then `meanwhile()` runs."""
+    real, calls = locks._acquire, []
+
+    def racing(path, command):
+        calls.append(path)
+        if len(calls) == 1:
+            shutil.rmtree(path.parent)
+            meanwhile(path.parent)
+        return real(path, command)
+
+    monkeypatch.setattr(locks, "_acquire", racing)
+    return calls
+
+
+def test_a_writer_whose_directory_vanished_before_its_open_takes_the_lock(tmp_path, monkeypatch):
+    directory = tmp_path / "run"
+    directory.mkdir()
+    calls = _directory_removed_before_the_first_open(monkeypatch, lambda path: None)
+    with locks.hold(directory, "zoo train") as held:
+        assert (held / locks.LOCK_NAME).is_file()
+    assert len(calls) == 2
+    assert not directory.exists()  # made again by this writer, removed again on release
+
+
+def test_a_writer_whose_directory_vanished_meets_the_one_line_refusal(tmp_path, monkeypatch):
+    directory = tmp_path / "run"
+    directory.mkdir()
+    with contextlib.ExitStack() as stack:
+        # A third writer makes the directory again and takes the lock in between.
+        _directory_removed_before_the_first_open(
+            monkeypatch, lambda path: stack.enter_context(locks.hold(path, "zoo export")))
+        with pytest.raises(locks.DirectoryInUseError, match=str(os.getpid())):
+            with locks.hold(directory, "zoo train"):
+                pass
+        assert (directory / locks.LOCK_NAME).is_file()  # still the third writer's
 
 
 def test_normalise_is_what_json_reads_back():

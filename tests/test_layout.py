@@ -51,7 +51,7 @@ LEVELS = (
 # layouts: `zoo.layout_map`, for JAX's ModelParallel: not in `distribute`, whose package
 # imports TensorFlow (tf.distribute), so that it works where TensorFlow is not installed.
 FLAT = {"__init__", "__main__", "checkpoints", "description", "errors", "families", "files",
-        "layouts", "locks", "moved", "progress", "registry"}
+        "layouts", "locks", "moved", "progress"}
 
 
 def _module_name(path):

@@ -262,6 +262,18 @@ def test_bad_folders_are_refused_in_one_line(tmp_path, edit, remove, error, mess
     assert "\n" not in str(caught.value)
 
 
+def test_a_folder_without_final_logits_bias_imports_with_zeros_and_says_so(tmp_path, references):
+    from safetensors import numpy as safetensors_numpy
+
+    folder = broken_copy(tmp_path)
+    tensors = safetensors_numpy.load_file(folder / "model.safetensors")
+    assert np.abs(tensors.pop("final_logits_bias")).max() > 0  # the fixture's bias is not zeros
+    safetensors_numpy.save_file(tensors, folder / "model.safetensors")
+    with pytest.warns(UserWarning, match=r"model\.safetensors: no final_logits_bias.*zeros"):
+        model, _, _ = marian.import_folder(folder)
+    np.testing.assert_array_equal(model.get_layer("final_logits_bias").bias.numpy(), 0.0)
+
+
 # === The SavedModel, in a process without our code ===
 
 

@@ -11,46 +11,69 @@
 
 `zoo.export` is the package `zoo/export/`, callable: `zoo.export(...)` and
 `from zoo.export import export` are the same function.
+
+`import zoo` is light (no Keras, no TensorFlow): the registry and the families'
+configs load at once, so that `zoo.list`, `zoo.config` and `zoo.describe` (and
+`zoo list`, `zoo describe`) need neither; `zoo.get` and the other names below
+load their modules on first use (PEP 562), Keras with them.
 """
 
 import importlib
 
-from keras_attention import backends
+from keras_attention import after_import
 from zoo import convs2s, families, moved, registry, seq2seq, transformer, vit
 from zoo.description import Description, describe
 from zoo.errors import ZooError
-from zoo.layouts import layout_map
 from zoo.registry import (
     UnknownModelError,
     config,
     entry,
-    get,
     list,  # noqa: A004 - the zoo's public name
     register,
     search_space,
     unregister,
 )
-from zoo.transformer import marian  # registers `zoo.get(..., weights=FOLDER)` for OPUS-MT
-from zoo.vit.weights import pretrained as vit_pretrained  # registers the ViT weight readers
 
 moved.install()
 
-# Loaded on first use (PEP 562), so that `import zoo` stays light: `export`
-# brings tensorflow-text, `tuning` and `hypermodel` keras-tuner, `plot` matplotlib.
+# The modules that register the families' Keras objects (layers, `gelu_tanh`): imported as soon
+# as Keras is (`keras_attention.after_import`), so that `keras.saving.load_model` finds them in a
+# `.keras` file after `import zoo`, as when `import zoo` imported them itself.
+KERAS_MODULES = ("zoo.transformer.model", "zoo.seq2seq.model", "zoo.convs2s.model", "zoo.vit.model")
+
+
+def _register_keras_objects():
+    for module in KERAS_MODULES:
+        importlib.import_module(module)
+
+
+after_import.when_keras_loaded(_register_keras_objects)
+
+# Loaded on first use (PEP 562): `get`, `layout_map` and the pretrained-weights modules bring
+# Keras (and TensorFlow), `export` tensorflow-text, `tuning` and `hypermodel` keras-tuner,
+# `plot` matplotlib.
 _LAZY = {
     "decode": "zoo.decode",
     "export": "zoo.export",
+    "marian": "zoo.transformer.marian",
     "plot": "zoo.plot",
     "runs": "zoo.runs",
     "tuning": "zoo.tuning",
     "vit_checkpoints": "zoo.vit.weights.checkpoint",
+    "vit_pretrained": "zoo.vit.weights.pretrained",
+}
+# Functions, by the module that defines them.
+_LAZY_FUNCTIONS = {
+    "get": "zoo.registry.building",
+    "hypermodel": "zoo.tuning",
+    "layout_map": "zoo.layouts",
 }
 
 
 def __getattr__(name):
     try:
-        if name == "hypermodel":  # the function, not its module
-            return importlib.import_module("zoo.tuning").hypermodel
+        if name in _LAZY_FUNCTIONS:
+            return getattr(importlib.import_module(_LAZY_FUNCTIONS[name]), name)
         if name in _LAZY:
             return importlib.import_module(_LAZY[name])
     except ModuleNotFoundError as error:
@@ -58,12 +81,19 @@ def __getattr__(name):
         # decoding loops, SavedModel): where it is not installed, one line says so.
         if error.name not in ("tensorflow", "tensorflow_text"):
             raise
+        backends = importlib.import_module("keras_attention.backends")
         raise backends.BackendError(
             f"zoo.{name} needs TensorFlow, which is not installed: pip install "
             "tensorflow==2.21.* tensorflow-text==2.21.* (the layers, zoo.get and model.fit "
             "need neither)."
         ) from None
-    raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    if not name.startswith("__"):
+        try:  # one of the package's modules: an attribute once imported, as when this file imported it
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the module exists; something it imports does not
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def attention_weights(model, inputs):

@@ -34,10 +34,16 @@ import zipfile
 import numpy as np
 
 from keras_attention import schedules
-from zoo.errors import ZooError
+from zoo.errors import (  # noqa: F401 - the full-disk error's helpers, `files.*` as before
+    NO_SPACE_ERRNOS,
+    NO_SPACE_TEXT,
+    NoSpaceError,
+    ZooError,
+    free_space,
+    is_no_space,
+    no_space_error,
+)
 
-NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-NO_SPACE_TEXT = "No space left on device"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: files are created as open() would (0o666 less the umask)
 KILL_HOOK = "ZOO_TEST_KILL_BEFORE_RENAME"  # tests: SIGKILL this process before renaming a match
@@ -45,18 +51,6 @@ KILL_HOOK = "ZOO_TEST_KILL_BEFORE_RENAME"  # tests: SIGKILL this process before 
 # `.tmp-<name>.pid<pid>-<random>`.
 TEMPORARY_NAME = re.compile(r"^\.(?:[^.]*|tmp-.*)\.pid(\d+)-\w+(?:\.tmp(?:\..*)?)?$")
 
-
-class NoSpaceError(OSError):
-    """The disk filled while writing `filename`: `errno.ENOSPC`, with the free space said."""
-
-    def __init__(self, path):
-        path = pathlib.Path(path)
-        super().__init__(errno.ENOSPC, f"no space left on device while writing {path} "
-                         f"({free_space(path)}); the previous version is intact: free some "
-                         "space and run the same command again", str(path))
-
-    def __str__(self):
-        return self.strerror
 
 
 class CorruptFileError(ZooError):
@@ -78,38 +72,7 @@ def is_whole_zip(path):
         return False
 
 
-def free_space(path):
-    """`"1.2 MB free on /mnt"`: the free space of the file system holding `path` (named by
-    its mount point)."""
-    path = pathlib.Path(path).absolute()
-    while (not path.exists() or not os.path.ismount(path)) and path != path.parent:
-        path = path.parent
-    try:
-        free = shutil.disk_usage(path).free
-    except OSError:
-        return "free space unknown"
-    return f"{free / 1e6:.1f} MB free on {path}"
 
-
-def is_no_space(error):
-    """Whether `error`, or an error it was raised from, is a full disk (any library's kind)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if getattr(error, "errno", None) in NO_SPACE_ERRNOS or NO_SPACE_TEXT in str(error):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
-
-
-def no_space_error(error, fallback=None):
-    """`error` as a `NoSpaceError` naming its file (or `fallback`), or None if the disk
-    is not full."""
-    if isinstance(error, NoSpaceError):
-        return error
-    if not is_no_space(error):
-        return None
-    return NoSpaceError(getattr(error, "filename", None) or fallback or os.getcwd())
 
 
 def _pid():
@@ -221,8 +184,12 @@ def write_directory(path, save, before_rename=None):
     """Call `save(temporary)` with a new folder beside `path`, then rename it to `path`.
 
     `before_rename()` runs just before the rename (to check that `path` is
-    still free). The rename fails when `path` exists (`FileExistsError`); on
-    any exception the temporary folder is removed.
+    still free). An existing `path` is never replaced: `FileExistsError` when
+    it exists before the rename (`os.rename` itself would replace an empty
+    folder), or when it appears at the last moment and is not empty (the rename
+    fails, ENOTEMPTY). Only an empty folder another process makes between that
+    check and the rename can be replaced, and nothing in it is lost. On any
+    exception the temporary folder is removed.
     """
     path = pathlib.Path(path)
     temporary = None
@@ -234,6 +201,8 @@ def write_directory(path, save, before_rename=None):
             before_rename()
         _kill_if_asked(path)
         try:
+            if os.path.lexists(path):  # os.rename would replace an empty folder
+                raise FileExistsError(errno.EEXIST, "exists", str(path))
             os.rename(temporary, path)
         except OSError as error:  # e.g. created concurrently (ENOTEMPTY)
             raise FileExistsError(f"could not rename {temporary} to {path}: {error}") from error

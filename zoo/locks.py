@@ -113,19 +113,40 @@ def hold(directory, command):
     if directory.exists() and not directory.is_dir():  # the command says so, its own way
         yield directory
         return
-    made = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        descriptor = _acquire(directory / LOCK_NAME, command)
-    except BaseException:
-        _remove_if_empty(directory, made)
-        raise
+    descriptor, made = _acquire_in(directory, command)
     try:
         remove_dead_temporaries(directory)
         yield directory
     finally:
         _release(descriptor, directory / LOCK_NAME)
         _remove_if_empty(directory, made)
+
+
+def _acquire_in(directory, command, attempts=100):
+    """`(descriptor, made)`: `directory` made if missing (`made`) and its lock taken.
+
+    A holder that made the directory removes it on release when it is empty.
+    A second writer caught between its `mkdir` and its `os.open` then finds no
+    directory to create the lock file in: it makes the directory again and
+    asks again, so it takes the lock or gets `DirectoryInUseError` from a third
+    writer that got there first, never a bare `FileNotFoundError`.
+    """
+    made = False
+    for attempt in range(attempts):
+        try:
+            directory.mkdir(parents=True)
+            made = True
+        except FileExistsError:
+            pass
+        try:
+            return _acquire(directory / LOCK_NAME, command), made
+        except FileNotFoundError:  # the directory was removed by a releasing holder
+            if attempt + 1 == attempts:
+                raise
+        except BaseException:
+            _remove_if_empty(directory, made)
+            raise
+    raise AssertionError("unreachable")
 
 
 def _acquire(path, command):

@@ -28,11 +28,31 @@ with code 2; a full disk prints one line (the file, the free space) and exits
 with code 1; any other error is a bug of the zoo: it prints its last frames
 and exits with code 1. Set ZOO_DEBUG=1 to see the full traceback instead.
 
-The modules: `arguments` (what every command shares), one per command or
-pair of commands (`models`: list, describe; `train`; `evaluate`: evaluate,
-compare, predict; `saved_models`: export, import; `tune`; `demo`; `explore`), each with its
-`add_<command>_parser` and the function it runs, and `main` (`build_parser`,
-`main`).
+`--help`, `zoo list` and `zoo describe` import no TensorFlow (nor Keras); the
+other commands import it when they run, with TensorFlow's C++ logging at
+errors only (`TF_CPP_MIN_LOG_LEVEL=2` unless set; `ZOO_DEBUG=1` shows it all)
+and its start-up lines kept off stderr (`quiet`).
+
+The modules. Light ones, which build the parser: `arguments` (what every
+command shares), `choices` (the choices the parsers offer), `quiet`, one
+module per command or pair of commands with its `add_<command>_parser`
+(`models`: list, describe, which also run there; `train`; `evaluate`:
+evaluate, compare, predict; `saved_models`: export, import; `tune`; `demo`;
+`explore`),
+and `main` (`build_parser`, `main`). The functions that run the other
+commands are in `commands/` (`commands.train.run_train`, ...), which import
+TensorFlow.
+
+Adding a command `zoo NAME`:
+    1. `zoo/cli/NAME.py`: `add_NAME_parser(commands)`, importing only light
+       modules (argparse, `zoo.cli.arguments`, `zoo.cli.choices`);
+    2. `zoo/cli/commands/NAME.py`: `run_NAME(args)`, importing what it needs;
+    3. one line in `zoo.cli.main.COMMANDS`, the dispatch table:
+       `"NAME": (add_NAME_parser, "zoo.cli.commands.NAME:run_NAME")`. The
+       function is named by a string and imported (importlib) only when the
+       command runs: a project import inside no function, and no TensorFlow
+       for `zoo --help`. tests/test_cli_light.py checks that `--help` stays
+       light.
 """
 
 from zoo.cli.arguments import (

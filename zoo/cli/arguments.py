@@ -5,7 +5,6 @@ import argparse
 import ast
 
 from zoo.errors import ZooError
-from zoo.runs.options import TrainingOptions
 
 EXIT_FAILED = 1  # zoo predict: some inputs failed (each said in one line), the others answered;
 # any command: the disk filled (the file and the free space said in one line)
@@ -88,10 +87,6 @@ def add_data_arguments(parser, *, required, note=""):
                        "splits the dataset into training and test pairs (default 0; zoo tune: "
                        "its --seed), so that runs of several --seed values share one test set")
 
-
-def data_options(args):
-    """The dataset options of `add_data_arguments` as keyword arguments."""
-    return {name: getattr(args, name) for name in TrainingOptions.names("data")}
 
 
 def add_fit_arguments(parser, *, strategies, helps, defaults=None):

@@ -1,14 +1,6 @@
 """`zoo demo`: the main job, end to end, on the offline numbers task."""
 
 from zoo.cli.arguments import positive_int
-from zoo.runs import demo
-
-
-def _cmd_demo(args):
-    demo.run(
-        minutes=args.minutes, train_size=args.train_size, test_size=args.test_size,
-        seed=args.seed, out=args.out, export_root=args.export_to,
-    )
 
 
 def add_demo_parser(commands):
@@ -31,6 +23,3 @@ def add_demo_parser(commands):
     p.add_argument("--out", default="runs/demo", help="run directory, replaced (default runs/demo)")
     p.add_argument("--export-to", default="saved_models/transformer-tiny",
                    help="export root (default saved_models/transformer-tiny)")
-    p.set_defaults(func=_cmd_demo)
-
-

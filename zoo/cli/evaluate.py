@@ -2,82 +2,9 @@
 one run beats another, answer new inputs."""
 
 import argparse
-import json
-import sys
 
-from zoo import runs
-from zoo.cli.arguments import EXIT_FAILED, UserError, positive_int
-from zoo.decode.sampling import Sampling
-from zoo.export import ctranslate2_runtime, runtimes
-from zoo.runs.rundir import CHECKPOINTS
-
-IMAGE_CLASSES = 3  # zoo predict: classes shown per image
-
-
-def _cmd_evaluate(args):
-    result = runs.evaluate(
-        args.run_dir, checkpoint=args.checkpoint, beam_size=args.beam_size, alpha=args.alpha,
-        limit=args.limit, batch_size=args.batch_size, quiet=args.json,
-        bootstrap=args.confidence,
-    )
-    if args.json:
-        print(json.dumps(result, indent=2))
-
-
-def _cmd_compare(args):
-    result = runs.compare(
-        args.run_a, args.run_b, checkpoint=args.checkpoint, beam_size=args.beam_size,
-        alpha=args.alpha, limit=args.limit, batch_size=args.batch_size, samples=args.samples,
-        quiet=args.json,
-    )
-    if args.json:
-        print(json.dumps(result, indent=2))
-
-
-def _sampling(args):
-    """`--sample` and its options as a `Sampling` (None without `--sample`)."""
-    given = {name: getattr(args, name) for name in ("temperature", "top_p", "seed")
-             if getattr(args, name) is not None}
-    if not args.sample:
-        if given:
-            raise UserError(f"--{next(iter(given)).replace('_', '-')} needs --sample")
-        return None
-    return Sampling(top_k=args.top_k, **given)
-
-
-def _cmd_predict(args):
-    sampling = _sampling(args)
-    top_k = IMAGE_CLASSES if sampling is not None or args.top_k is None else args.top_k
-    if ctranslate2_runtime.resolve(args.path) is not None:  # a Transformer for CTranslate2
-        if sampling is not None:
-            raise UserError(f"{args.path} is a CTranslate2 export: --sample is for runs and "
-                            "SavedModels (CTranslate2's sampler draws other samples)")
-        results = ctranslate2_runtime.predict(args.path, args.inputs, beam_size=args.beam_size,
-                                              alpha=args.alpha)
-    elif runtimes.resolve(args.path) is not None:  # a LiteRT, ONNX or OpenVINO export of a ViT
-        if sampling is not None:
-            raise UserError(f"{args.path} is an image model; sampling is for translation models")
-        results = runtimes.predict(args.path, args.inputs, top_k=top_k)
-    else:
-        results = runs.predict(
-            args.path, args.inputs, beam_size=args.beam_size, alpha=args.alpha, top_k=top_k,
-            checkpoint=args.checkpoint, sampling=sampling,
-        )
-    if sampling is not None and results and "seed" in results[0]:  # to sample the same again
-        print(f"zoo predict: sampled with --seed {results[0]['seed']}", file=sys.stderr)
-    failed = [result for result in results if "error" in result]
-    for result in failed:  # one line each; the other inputs are still answered
-        print(f"zoo predict: error: {result['input']}: {result['error']}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(results, indent=2, ensure_ascii=False))
-    else:
-        for result in results:
-            if "translation" in result:
-                print(f"{result['input']}\n  -> {result['translation']}")
-            elif "classes" in result:
-                classes = ", ".join(f"{name} {100 * p:.1f}%" for name, p in result["classes"])
-                print(f"{result['input']}: {classes}")
-    return EXIT_FAILED if failed else 0
+from zoo.cli import choices
+from zoo.cli.arguments import positive_int
 
 
 def add_evaluate_parser(commands):
@@ -90,7 +17,7 @@ def add_evaluate_parser(commands):
         epilog="Example: zoo evaluate runs/numbers --beam-size 4",
     )
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
+    p.add_argument("--checkpoint", choices=choices.CHECKPOINTS, default="best")
     p.add_argument("--beam-size", type=positive_int, default=4,
                    help="beam width for the beam-search scores; 1 skips them (default 4)")
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
@@ -101,7 +28,6 @@ def add_evaluate_parser(commands):
                    help="translation: 95%% bootstrap intervals of BLEU and chrF from N "
                    "resamples of the test set (default N 1000)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON only")
-    p.set_defaults(func=_cmd_evaluate)
 
 
 def add_compare_parser(commands):
@@ -116,7 +42,7 @@ def add_compare_parser(commands):
     )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
-    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
+    p.add_argument("--checkpoint", choices=choices.CHECKPOINTS, default="best")
     p.add_argument("--beam-size", type=positive_int, default=4,
                    help="decoding of both runs: 1 for greedy (default beam search of 4)")
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6)")
@@ -125,7 +51,6 @@ def add_compare_parser(commands):
     p.add_argument("--samples", type=positive_int, default=1000,
                    help="bootstrap resamples (default 1000)")
     p.add_argument("--json", action="store_true", help="print the result as JSON only")
-    p.set_defaults(func=_cmd_compare)
 
 
 def add_predict_parser(commands):
@@ -153,7 +78,7 @@ def add_predict_parser(commands):
     p.add_argument("--alpha", type=float, help="beam length penalty (default 0.6; 1.0, Hugging "
                    "Face's, for a model fine-tuned from a Marian folder)")
     p.add_argument("--top-k", type=positive_int, help=f"images: classes shown (default "
-                   f"{IMAGE_CLASSES}); with --sample: sample among the K most likely tokens")
+                   f"{choices.IMAGE_CLASSES}); with --sample: sample among the K most likely tokens")
     group = p.add_argument_group("sampling (translation; zoo.decode.sample)")
     group.add_argument("--sample", action="store_true",
                        help="sample each token instead of searching (SavedModels: the sample "
@@ -162,8 +87,5 @@ def add_predict_parser(commands):
     group.add_argument("--top-p", type=float, help="sample within the nucleus of mass P, in (0, 1]")
     group.add_argument("--seed", type=int, help="the same seed gives the same output (default: "
                        "a random one, printed)")
-    p.add_argument("--checkpoint", choices=CHECKPOINTS, default="best")
+    p.add_argument("--checkpoint", choices=choices.CHECKPOINTS, default="best")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cmd_predict)
-
-

@@ -1,20 +1,7 @@
-"""`zoo explore`: a local web page for a run directory or an exported SavedModel."""
+"""`zoo explore`'s parser: a local web page for a run directory or an exported SavedModel
+(run by `zoo.cli.commands.explore`)."""
 
-import importlib.util
-
-from zoo.cli.arguments import UserError, positive_int
-
-INSTALL = "pip install 'keras-attention[web]'"
-
-
-def _cmd_explore(args):
-    if importlib.util.find_spec("gradio") is None:
-        raise UserError(f"zoo explore needs Gradio (the web extra), which is not installed: "
-                        f"{INSTALL}")
-    # Gradio and TensorFlow load on this command's path only.
-    from zoo.explore import page  # noqa: PLC0415
-
-    page.serve(args.path, host=args.host, port=args.port)
+from zoo.cli.arguments import positive_int
 
 
 def add_explore_parser(commands):
@@ -36,4 +23,3 @@ def add_explore_parser(commands):
     p.add_argument("--port", type=positive_int, default=7860, help="default 7860")
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to bind (default 127.0.0.1: this machine only)")
-    p.set_defaults(func=_cmd_explore)

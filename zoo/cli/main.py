@@ -2,12 +2,14 @@
 reported as one."""
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 
 from keras_attention.checks import ArgumentError
-from zoo import files
+from zoo import errors
+from zoo.cli import quiet
 from zoo.cli.arguments import (
     EXIT_BUG,
     EXIT_FAILED,
@@ -22,9 +24,25 @@ from zoo.cli.models import add_describe_parser, add_list_parser
 from zoo.cli.saved_models import add_export_parser, add_import_parser
 from zoo.cli.train import add_train_parser
 from zoo.cli.tune import add_tune_parser
-from zoo.errors import ZooError  # noqa: F401 - named in the docstring of USER_ERRORS
 
-# The user's mistakes: one line, exit code 2. `ZooError` is what the zoo raises for them
+# Every command: the function that adds its parser (a light module, imported above) and the
+# function that runs it, "module:function", imported by name (importlib) only when the command
+# runs, so that `zoo --help`, every `--help`, `zoo list` and `zoo describe` import no TensorFlow.
+COMMANDS = {
+    "list": (add_list_parser, "zoo.cli.models:run_list"),
+    "describe": (add_describe_parser, "zoo.cli.models:run_describe"),
+    "train": (add_train_parser, "zoo.cli.commands.train:run_train"),
+    "evaluate": (add_evaluate_parser, "zoo.cli.commands.evaluate:run_evaluate"),
+    "compare": (add_compare_parser, "zoo.cli.commands.evaluate:run_compare"),
+    "export": (add_export_parser, "zoo.cli.commands.saved_models:run_export"),
+    "import": (add_import_parser, "zoo.cli.commands.saved_models:run_import"),
+    "predict": (add_predict_parser, "zoo.cli.commands.evaluate:run_predict"),
+    "tune": (add_tune_parser, "zoo.cli.commands.tune:run_tune"),
+    "demo": (add_demo_parser, "zoo.cli.commands.demo:run_demo"),
+    "explore": (add_explore_parser, "zoo.cli.commands.explore:run_explore"),
+}
+
+# The user's mistakes: one line, exit code 2. `errors.ZooError` is what the zoo raises for them
 # (a bad name, flag, `--set` field or file; `UserError` is one); the others are the paths
 # given that are missing, or not folders, or a version that exists already.
 USER_ERRORS = (ArgumentError, FileNotFoundError, NotADirectoryError, FileExistsError)
@@ -41,29 +59,28 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_list_parser(commands)
-    add_describe_parser(commands)
-    add_train_parser(commands)
-    add_evaluate_parser(commands)
-    add_compare_parser(commands)
-    add_export_parser(commands)
-    add_import_parser(commands)
-    add_predict_parser(commands)
-    add_tune_parser(commands)
-    add_demo_parser(commands)
-    add_explore_parser(commands)
+    for add_parser, _ in COMMANDS.values():
+        add_parser(commands)
     return parser
 
 
+def command_function(command):
+    """The function that runs `command` (`COMMANDS`), its module imported now: TensorFlow's
+    C++ start-up lines are kept off stderr meanwhile (`zoo.cli.quiet`)."""
+    module, _, name = COMMANDS[command][1].partition(":")
+    with quiet.start_up_lines_filtered():
+        return getattr(importlib.import_module(module), name)
+
+
 def _run(args):
-    """`args.func(args)`, with a full disk met by any library raised as `files.NoSpaceError`."""
+    """The command of `args`, with a full disk met by any library raised as `errors.NoSpaceError`."""
     try:
-        return args.func(args)
-    except files.NoSpaceError:
+        return command_function(args.command)(args)
+    except errors.NoSpaceError:
         raise
     except Exception as error:
         written = [getattr(args, key, None) for key in ("out", "directory", "to", "run_dir")]
-        full = files.no_space_error(error, fallback=next(filter(None, written), None))
+        full = errors.no_space_error(error, fallback=next(filter(None, written), None))
         if full is None:
             raise
         raise full from error
@@ -76,14 +93,16 @@ def main(argv=None):
     existing version) is one line, exit code 2; a full disk one line, exit
     code 1; anything else is a bug of the zoo: its last frames and how to see
     all of them, exit code 1. With `ZOO_DEBUG=1` every error is raised as is
-    (the full traceback).
+    (the full traceback). TensorFlow's C++ logging is set to errors only
+    (`TF_CPP_MIN_LOG_LEVEL=2`) unless the environment sets it or `ZOO_DEBUG` is set.
     """
+    quiet.default_log_level()
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(os.environ.get("ZOO_DEBUG"))
     try:
         code = _run(args) or 0
-    except files.NoSpaceError as error:
+    except errors.NoSpaceError as error:
         if debug:
             raise
         print(f"zoo {args.command}: error: {error}", file=sys.stderr)

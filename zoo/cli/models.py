@@ -6,7 +6,8 @@ import zoo
 from zoo.cli.arguments import UserError, parse_overrides
 
 
-def _cmd_list(args):
+def run_list(args):
+    """`zoo list`: the registered names matching the pattern, each with its reference."""
     names = zoo.list(args.pattern)
     if not names:
         raise UserError(f"No model matches {args.pattern!r}; `zoo list` shows them all.")
@@ -15,7 +16,8 @@ def _cmd_list(args):
         print(f"{name:<{width}}  {zoo.entry(name).reference}")
 
 
-def _cmd_describe(args):
+def run_describe(args):
+    """`zoo describe`: a model's config, reference, parameter count and signature."""
     description = zoo.describe(args.name, **parse_overrides(args.set))
     if args.json:
         print(json.dumps(description.to_dict(), indent=2, default=str))
@@ -30,7 +32,6 @@ def add_list_parser(commands):
         epilog="Example: zoo list 'vit-*'",
     )
     p.add_argument("pattern", nargs="?", default="*", help="glob pattern, e.g. 'vit-*'")
-    p.set_defaults(func=_cmd_list)
 
 
 def add_describe_parser(commands):
@@ -42,6 +43,5 @@ def add_describe_parser(commands):
     p.add_argument("name", help="a name from `zoo list`")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cmd_describe)
 
 

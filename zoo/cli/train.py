@@ -2,27 +2,8 @@
 
 import argparse
 
-from zoo import distribute, runs
-from zoo.cli.arguments import (
-    DATASETS_HELP,
-    add_data_arguments,
-    add_fit_arguments,
-    parse_overrides,
-    positive_int,
-)
-from zoo.runs.budget import SCHEDULES
-from zoo.runs.options import TrainingOptions
-from zoo.text import tokenizers
-
-
-def _cmd_train(args):
-    runs.train(
-        args.name, args.data, args.out, strategy=args.strategy, tpu=args.tpu,
-        processes=distribute.Processes(args.coordinator, args.num_processes, args.process_id),
-        overrides=parse_overrides(args.set), config_file=args.config,
-        **{name: getattr(args, name) for name in TrainingOptions.names()},
-    )
-
+from zoo.cli import choices
+from zoo.cli.arguments import DATASETS_HELP, add_data_arguments, add_fit_arguments, positive_int
 
 # `zoo train`'s help for the arguments it shares with `zoo tune` (`add_fit_arguments`).
 FIT_HELPS = dict(
@@ -65,11 +46,10 @@ def add_train_parser(commands):
     add_data_arguments(p, required=False, note=" (may be left out when resuming)")
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/NAME-DATE-TIME); "
                    "an unfinished run there is resumed")
-    add_fit_arguments(p, strategies=distribute.STRATEGIES, helps=FIT_HELPS)
+    add_fit_arguments(p, strategies=choices.STRATEGIES, helps=FIT_HELPS)
     _add_budget_arguments(p)
     _add_device_arguments(p)
     _add_starting_point_arguments(p)
-    p.set_defaults(func=_cmd_train)
 
 
 def _add_budget_arguments(p):
@@ -89,7 +69,7 @@ def _add_budget_arguments(p):
                    "without dropout, warming up over 30%% of it to the paper's peak rate, "
                    "unless --batch-size, --batch-tokens, --warmup-ratio or --set say "
                    "otherwise")
-    p.add_argument("--schedule", choices=SCHEDULES,
+    p.add_argument("--schedule", choices=choices.SCHEDULES,
                    help="learning-rate schedule: auto (the default: with --time-limit or "
                    "--max-steps, a 5%% warm-up and a linear decay to zero when the budget ends; "
                    "else the family's own), paper (the family's own), budget-linear, "
@@ -143,6 +123,6 @@ def _add_starting_point_arguments(p):
                    ".pth, a Hugging Face folder; Transformer: a Marian / OPUS-MT folder, "
                    "fine-tuned with its own tokenizers); the file sets the architecture and the "
                    "fine-tuning recipe")
-    p.add_argument("--tokenizer", choices=tokenizers.TOKENIZERS,
+    p.add_argument("--tokenizer", choices=choices.TOKENIZERS,
                    help="translation: sentencepiece (cased, reversible; the default for new "
                    "runs) or wordpiece (lower-cased)")

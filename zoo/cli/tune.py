@@ -1,45 +1,9 @@
 """`zoo tune`: search a model's hyperparameters with keras-tuner."""
 
 import argparse
-import os
 
-from keras_attention import backends
-from zoo import distribute, tuning
-from zoo.cli.arguments import (
-    DATASETS_HELP,
-    add_data_arguments,
-    add_fit_arguments,
-    data_options,
-    parse_overrides,
-    positive_int,
-)
-
-
-def _cmd_tune(args):
-    backends.require_tensorflow("zoo tune")  # before the data: keras-tuner's trials are TF's
-    # The strategy first: MultiWorkerMirroredStrategy must exist before any TF op runs.
-    strategy = distribute.get_strategy(args.strategy) if args.strategy else None
-    fixed = parse_overrides(args.set)
-    if args.batch_size is not None:
-        fixed["batch_size"] = args.batch_size
-    space = parse_overrides(args.space)
-    tuning.hypermodel(args.name, space=space, **fixed)  # bad --set/--space fail before loading
-    data = tuning.load_data(
-        args.name, args.data, fixed=fixed, space=space, val_ratio=args.val_ratio, seed=args.seed,
-        epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, quiet=args.quiet,
-        **data_options(args),
-    )
-    result = tuning.tune(
-        args.name, data.train, validation_data=data.validation, tuner=args.tuner,
-        max_trials=args.max_trials, objective=args.objective,
-        directory=args.directory or os.path.join("tuning", args.name), strategy=strategy,
-        epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, max_epochs=args.max_epochs,
-        space=space, overwrite=args.overwrite, seed=args.seed, num_best=args.top,
-        verbose=0 if args.quiet else 1, **{**fixed, **data.fixed},
-    )
-    if args.quiet:
-        print(result.table)
-        print(f"Best config written to {result.path}")
+from zoo.cli import choices
+from zoo.cli.arguments import DATASETS_HELP, add_data_arguments, add_fit_arguments, positive_int
 
 
 def add_tune_parser(commands):
@@ -68,7 +32,7 @@ def add_tune_parser(commands):
     )
     add_data_arguments(p, required=True)
     add_fit_arguments(
-        p, strategies=tuple(s for s in distribute.STRATEGIES if s != "tpu"),
+        p, strategies=tuple(s for s in choices.STRATEGIES if s != "tpu"),
         defaults=dict(epochs=3, seed=0, val_ratio=0.1),
         helps=dict(
             epochs="epochs per trial (default 3); hyperband: its largest epoch budget",
@@ -80,7 +44,7 @@ def add_tune_parser(commands):
             val_ratio="share of the training split used for validation (default 0.1)",
         ),
     )
-    p.add_argument("--tuner", choices=tuning.TUNERS, default="random",
+    p.add_argument("--tuner", choices=choices.TUNERS, default="random",
                    help="random search, Hyperband or Bayesian optimisation (default random)")
     p.add_argument("--max-trials", type=positive_int, default=10,
                    help="trials in all, counting those of an earlier run (default 10)")
@@ -95,6 +59,3 @@ def add_tune_parser(commands):
     p.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
     p.add_argument("--top", type=positive_int, default=5, help="best trials shown (default 5)")
     p.add_argument("--quiet", action="store_true", help="no progress, only the table")
-    p.set_defaults(func=_cmd_tune)
-
-

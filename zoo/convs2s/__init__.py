@@ -1,20 +1,41 @@
 """Convolutional sequence to sequence learning (ConvS2S, Gehring et al., 2017): `zoo.get("convs2s-wmt-en-ro")`.
 
-`model` builds it and registers its sizes; `layers` holds its GLU
+`config` holds its sizes and registers them, `model` builds it; `layers` holds its GLU
 convolutions and multi-step attention. Its cached decoding step is
 `zoo.decode.steps.IncrementalDecoder`, beside the other families' steps.
+
+Importing the package loads only `config` (no Keras): the other names load
+their module on first use (PEP 562), so that `zoo list` runs without TensorFlow.
 """
 
-from zoo.convs2s.layers import ConvS2SDecoderBlock, ConvS2SEncoderBlock, SourceKeysAndValues
-from zoo.convs2s.model import (
-    OPTIMIZERS,
-    ConvS2SConfig,
-    attention_weights,
-    build,
-    compile_model,
-    decode,
-    encode,
-)
+import importlib
+
+from zoo.convs2s.config import OPTIMIZERS, ConvS2SConfig
+
+# The other public names and their modules, imported on first use.
+_LAZY = {
+    "ConvS2SDecoderBlock": "zoo.convs2s.layers",
+    "ConvS2SEncoderBlock": "zoo.convs2s.layers",
+    "SourceKeysAndValues": "zoo.convs2s.layers",
+    "attention_weights": "zoo.convs2s.model",
+    "build": "zoo.convs2s.model",
+    "compile_model": "zoo.convs2s.model",
+    "decode": "zoo.convs2s.model",
+    "encode": "zoo.convs2s.model",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if not name.startswith("__"):
+        try:  # one of the package's modules: an attribute once imported, as when this file imported it
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the module exists; something it imports does not
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "OPTIMIZERS",

@@ -1,27 +1,48 @@
 """RNNsearch, the RNN encoder-decoder with Bahdanau attention (Bahdanau et al., 2015): `zoo.get("seq2seq-bahdanau")`.
 
-`model` builds it (its output layer `Maxout` included) and registers its
-sizes; `decoder` holds its recurrence, `BahdanauDecoder`, with the alignment
+`config` holds its sizes and registers them, `model` builds it (its output
+layer `Maxout` included); `decoder` holds its recurrence, `BahdanauDecoder`, with the alignment
 model (additive, location-aware or monotonic attention, optionally with
 coverage) inside each step, and the coverage loss. Its cached decoding steps
 are `zoo.decode.steps.RNNSearchStep` and
 `zoo.decode.copy_steps.CopyRNNSearchStep`, beside the other families' steps.
 `zoo.seq2seq_decoder`, the decoder's module in earlier versions, still
 imports (`zoo.moved`).
+
+Importing the package loads only `config` (no Keras): the other names load
+their module on first use (PEP 562), so that `zoo list` runs without TensorFlow.
 """
 
-from zoo.seq2seq.decoder import ATTENTIONS, MONOTONIC, BahdanauDecoder, coverage_loss
-from zoo.seq2seq.model import (
-    Maxout,
-    Seq2SeqConfig,
-    attention_weights,
-    build,
-    compile_model,
-    copy_output,
-    encode,
-    fixed_vocabulary,
-    output_logits,
-)
+import importlib
+
+from zoo.seq2seq.config import ATTENTIONS, MONOTONIC, Seq2SeqConfig
+
+# The other public names and their modules, imported on first use.
+_LAZY = {
+    "BahdanauDecoder": "zoo.seq2seq.decoder",
+    "coverage_loss": "zoo.seq2seq.decoder",
+    "Maxout": "zoo.seq2seq.model",
+    "attention_weights": "zoo.seq2seq.model",
+    "build": "zoo.seq2seq.model",
+    "compile_model": "zoo.seq2seq.model",
+    "copy_output": "zoo.seq2seq.model",
+    "encode": "zoo.seq2seq.model",
+    "fixed_vocabulary": "zoo.seq2seq.model",
+    "output_logits": "zoo.seq2seq.model",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if not name.startswith("__"):
+        try:  # one of the package's modules: an attribute once imported, as when this file imported it
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the module exists; something it imports does not
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ATTENTIONS",

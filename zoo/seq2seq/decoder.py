@@ -13,10 +13,7 @@ import keras
 from keras import ops
 
 import keras_attention as ka
-
-# Bahdanau et al. (2015); Chorowski et al. (2015); Raffel et al. (2017); Chiu & Raffel (2018)
-ATTENTIONS = ("additive", "location", "monotonic", "mocha")
-MONOTONIC = ("monotonic", "mocha")  # ka.MonotonicAttention
+from zoo.seq2seq.config import ATTENTIONS, MONOTONIC
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -33,6 +33,7 @@ this module reads the weights and the tokenizers, and imports and exports the fo
 """
 
 import pathlib
+import warnings
 
 import numpy as np
 
@@ -148,7 +149,11 @@ def load_weights(model, config, tensors, source="model.safetensors"):
         norm(block.cross_attention_norm, f"{prefix}.encoder_attn_layer_norm")
         feed_forward(block.feed_forward, prefix)
         norm(block.feed_forward_norm, f"{prefix}.final_layer_norm")
-    bias = tensors.get("final_logits_bias", np.zeros((1, config.target_vocab), "float32"))
+    bias = tensors.get("final_logits_bias")
+    if bias is None:  # transformers' MarianMTModel loads such a file with its buffer's zeros too
+        warnings.warn(f"{source}: no final_logits_bias; the logits get no bias (zeros), as "
+                      "transformers' MarianMTModel gives them", stacklevel=2)
+        bias = np.zeros((1, config.target_vocab), "float32")
     if bias.shape != (1, config.target_vocab):
         raise FolderError(f"{source}: final_logits_bias has shape {bias.shape}, "
                           f"config.json implies {(1, config.target_vocab)}")

@@ -15,7 +15,7 @@ import json
 import pathlib
 
 from zoo.errors import ZooError
-from zoo.transformer.model import TransformerConfig
+from zoo.transformer.config import TransformerConfig
 
 CONFIG_FILENAME = "config.json"
 GENERATION_CONFIG_FILENAME = "generation_config.json"

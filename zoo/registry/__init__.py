@@ -4,26 +4,50 @@ An entry is a name, a frozen config dataclass (the single source of sizes) and
 a builder `config -> keras.Model`. Each model family (Transformer, RNN with
 Bahdanau attention, ViT) registers its config class with its training recipe
 (`compile_fn`), so that entries users add with `zoo.register` get compiled,
-tuned and exported like the built-in ones.
+tuned and exported like the built-in ones. A config whose class derives from
+a family's config class belongs to that family (its recipe, search space and
+weights hooks), unless its own class is registered.
+
+This package imports nothing heavy (no Keras, no TensorFlow), so that `zoo list`
+and `zoo describe` run without them: the zoo's families register their configs
+from their light `config` modules, with the builder, the recipe and the weights
+hooks as `Lazy` references (`"zoo.transformer.model", "build"`), which import
+their module when first called. `get`, which builds, lives in
+`zoo.registry.building` and loads on first use (`registry.get` still names it).
 """
 
-import contextlib
 import dataclasses
 import difflib
 import fnmatch
+import importlib
 import warnings
 from typing import Any, Callable
 
-from keras_attention import backends
 from keras_attention.checks import ArgumentError
 from zoo.errors import ZooError
-
-if backends.is_tensorflow():
-    from zoo import distribute  # tf.distribute; on JAX, keras.distribution needs nothing here
 
 
 class UnknownModelError(ZooError):
     """`zoo.get` and friends were given a name that is not registered."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Lazy:
+    """A function named by its module, imported when first called: a family's builder,
+    recipe or weights hook, registered without importing Keras.
+
+    `Lazy("zoo.transformer.model", "build")(config)` is `zoo.transformer.model.build(config)`.
+    """
+
+    module: str
+    name: str
+
+    def resolve(self):
+        """The function itself (its module imported)."""
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +74,7 @@ class Entry:
 
     @property
     def family(self):
-        family = _FAMILIES.get(type(self.config))
+        family = family_of(self.config)
         return family.name if family else "custom"
 
 
@@ -268,72 +292,18 @@ def _checked_fields(name, overrides):
     return base
 
 
-def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noqa: A002
-    """Build the model `name` (optionally inside `strategy.scope()`) and compile it.
+def family(name):
+    """The `Family` of `name`'s config (recipe, search space, weights hooks), or None."""
+    return family_of(_entry(name).config)
 
-    Args:
-        name: a registry name (`zoo.list()`).
-        weights: a pretrained checkpoint to start from (ViT: Google `.npz`, timm
-            `.safetensors` / `.pth`, a Hugging Face folder; `zoo.vit.weights.checkpoint`).
-            The file sets the config fields it implies and the family's
-            fine-tuning recipe; `overrides` still win (e.g. `image_size=384`
-            resamples the position embeddings, `num_classes=K` makes a new head).
-            Or a folder the family imports (Transformer: a Hugging Face Marian /
-            OPUS-MT folder, `zoo.transformer.marian`): the sizes come from the folder.
-        strategy: a `tf.distribute.Strategy` or a name of
-            `zoo.distribute.STRATEGIES` (`"mirrored"`, ...); the model and its
-            optimizer are created inside its scope, and `model.fit` then
-            distributes its dataset over the replicas (see `zoo.distribute`).
-        compile: compile with the family's training recipe.
-        **overrides: config fields to change (`zoo.config(name).__dataclass_fields__`).
 
-    Returns:
-        A `keras.Model`.
-
-    Raises:
-        ValueError: an unknown name, a bad config value, or `jit_compile=True`
-            under a strategy (given or in scope) with several CPU replicas
-            (`zoo.distribute.check_jit_compile`).
-    """
-    item = _entry(name)
-    checkpoint = importer = None
-    if weights is not None:
-        importer = _family_attr(item.config, "import_weights")
-        if importer is None:
-            checkpoint, overrides = _read_weights(name, weights, overrides)
-    cfg = config(name, **overrides)
-    if strategy is not None:
-        backends.require_tensorflow(
-            "zoo.get(strategy=...)",
-            "on JAX, call keras.distribution.set_distribution(keras.distribution.DataParallel()) "
-            "before zoo.get",
-        )
-    if isinstance(strategy, str):
-        strategy = distribute.get_strategy(strategy)
-    if compile and backends.is_tensorflow():
-        # `strategy`, or the one whose scope this is called in.
-        distribute.check_jit_compile(strategy, getattr(cfg, "jit_compile", False))
-    scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
-    with scope:
-        if importer is not None:
-            model, cfg = importer(weights, item.config, **overrides)
-        else:
-            model = item.builder(cfg)
-            if checkpoint is not None:
-                checkpoint.load_into(model, cfg, name)
-        if compile:
-            compile_fn = item.compile_fn or _family_attr(cfg, "compile_fn")
-            if compile_fn is not None:
-                compile_fn(model, cfg)
-            elif not model.compiled:
-                raise ZooError(
-                    f"Model {name!r} has no training recipe: register it with a `compile_fn`, "
-                    "use one of the zoo's config classes, or call zoo.get(..., compile=False)."
-                )
-            if backends.is_tensorflow():
-                # Keras fixes for training under a strategy (clipping, multi-worker; zoo.distribute).
-                distribute.prepare_model(model)
-    return model
+def family_of(cfg):
+    """The `Family` of a config: its class's, else the nearest registered base class's
+    (a subclass of `TransformerConfig` keeps the Transformer's recipe), or None."""
+    for cls in type(cfg).__mro__:
+        if cls in _FAMILIES:
+            return _FAMILIES[cls]
+    return None
 
 
 def weights_overrides(name, weights, overrides):
@@ -342,9 +312,9 @@ def weights_overrides(name, weights, overrides):
     (ViT); a folder the family imports fixes its fields, and an override that
     contradicts one raises a `ValueError` naming the field (Transformer, `zoo.transformer.marian`).
     """
-    import_config = _family_attr(_entry(name).config, "import_config")
+    import_config = family_attr(_entry(name).config, "import_config")
     if import_config is None:
-        return _read_weights(name, weights, overrides)[1]
+        return read_weights(name, weights, overrides)[1]
     base = _checked_fields(name, overrides)
     imported = import_config(weights, base, **overrides)
     return {field.name: getattr(imported, field.name) for field in dataclasses.fields(base)
@@ -352,37 +322,44 @@ def weights_overrides(name, weights, overrides):
             or getattr(imported, field.name) != getattr(base, field.name)}
 
 
-def family(name):
-    """The `Family` of `name`'s config (recipe, search space, weights hooks), or None."""
-    return _FAMILIES.get(type(_entry(name).config))
-
-
-def _read_weights(name, weights, overrides):
+def read_weights(name, weights, overrides):
     """`(checkpoint, overrides with the file's fields and recipe under them)`."""
-    read_weights = _family_attr(_entry(name).config, "read_weights")
-    if read_weights is None:
+    reader = family_attr(_entry(name).config, "read_weights")
+    if reader is None:
         raise ZooError(f"Model {name!r} ({_entry(name).family}) cannot load `weights`; "
                        f"received {weights!r}.")
-    checkpoint = read_weights(weights)
+    checkpoint = reader(weights)
     return checkpoint, checkpoint.overrides(overrides)
 
 
 def search_space(name):
     """The search-space function of an entry (its own or its family's), or None."""
     item = _entry(name)
-    return item.search_space or _family_attr(item.config, "search_space")
+    return item.search_space or family_attr(item.config, "search_space")
 
 
-def _family_attr(cfg, attribute):
-    family = _FAMILIES.get(type(cfg))
+def family_attr(cfg, attribute):
+    """The family of `cfg`'s `attribute` (`compile_fn`, `read_weights`, ...), or None."""
+    family = family_of(cfg)
     return getattr(family, attribute) if family else None
+
+
+def __getattr__(name):
+    # `get` builds models (Keras, strategies): its module loads when it is first asked for.
+    if name == "get":
+        return importlib.import_module("zoo.registry.building").get
+    raise AttributeError(f"module 'zoo.registry' has no attribute {name!r}")
 
 
 __all__ = [
     "Entry",
+    "Family",
+    "Lazy",
     "UnknownModelError",
     "config",
     "entry",
+    "family",
+    "family_of",
     "get",
     "list",
     "register",
@@ -391,4 +368,5 @@ __all__ = [
     "register_weights",
     "search_space",
     "unregister",
+    "weights_overrides",
 ]
