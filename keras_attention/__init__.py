@@ -17,7 +17,7 @@ Keras is imported, by anyone, they all load too (`after_import`), so that a
 
 import importlib
 
-from keras_attention import after_import
+from keras_attention import after_import, lazy
 
 # Each public name and the module that defines it.
 _SUBMODULES = ("backends", "chunked", "layers", "losses", "metrics", "ops", "schedules")
@@ -56,13 +56,7 @@ def __getattr__(name):
     if name in _NAMES:
         _load_all()
         return globals()[name]
-    if not name.startswith("__"):
-        try:  # one of the package's modules: an attribute once imported, as when this file imported it
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"{__name__}.{name}":
-                raise  # the module exists; something it imports does not
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy.submodule(__name__, name)
 
 
 def __dir__():

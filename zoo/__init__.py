@@ -20,7 +20,7 @@ load their modules on first use (PEP 562), Keras with them.
 
 import importlib
 
-from keras_attention import after_import
+from keras_attention import after_import, lazy
 from zoo import convs2s, families, moved, registry, seq2seq, transformer, vit
 from zoo.description import Description, describe
 from zoo.errors import ZooError
@@ -87,13 +87,7 @@ def __getattr__(name):
             "tensorflow==2.21.* tensorflow-text==2.21.* (the layers, zoo.get and model.fit "
             "need neither)."
         ) from None
-    if not name.startswith("__"):
-        try:  # one of the package's modules: an attribute once imported, as when this file imported it
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"{__name__}.{name}":
-                raise  # the module exists; something it imports does not
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy.submodule(__name__, name)
 
 
 def attention_weights(model, inputs):

@@ -96,7 +96,9 @@ def run(search, stepper, state, width, jit=False):
             state, cache_width = stepper.grow(state, grown), grown
         return t, cache_width, slots, results, variables, state, context
 
-    invariants = tf.nest.map_structure(_relaxed, start)
+    invariants = tf.nest.map_structure(_rows_relaxed, start)
+    if hasattr(stepper, "grow"):  # the caches' width changes too
+        invariants = (*invariants[:5], tf.nest.map_structure(_relaxed, state), invariants[6])
     end = tf.while_loop(keep_going, segment, start, shape_invariants=invariants)
     return end[3]
 
@@ -124,8 +126,16 @@ def first_width(stepper, width):
     return tf.minimum(search_steps.FIRST_CACHE_WIDTH, width)
 
 
+def _rows_relaxed(tensor):
+    """A shape invariant of the loop over segments: the first axis (slots, or hypotheses) may
+    change size; the others keep theirs (a layer may need them static)."""
+    if tensor.shape.rank == 0:
+        return tensor.shape
+    return tf.TensorShape([None]).concatenate(tensor.shape[1:])
+
+
 def _relaxed(tensor):
-    """The loop's shape invariant: every axis may change size (slots, cache widths)."""
+    """The shape invariant of a state that grows: every axis may change size."""
     return tf.TensorShape([None] * tensor.shape.rank)
 
 

@@ -9,8 +9,7 @@ Importing the package loads only `config` (no Keras): the other names load
 their module on first use (PEP 562), so that `zoo list` runs without TensorFlow.
 """
 
-import importlib
-
+from keras_attention import lazy
 from zoo.transformer.config import ACTIVATIONS, TransformerConfig
 
 # The other public names and their modules, imported on first use.
@@ -23,16 +22,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    if not name.startswith("__"):
-        try:  # one of the package's modules: an attribute once imported, as when this file imported it
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"{__name__}.{name}":
-                raise  # the module exists; something it imports does not
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy.module_getattr(__name__, _LAZY)
 
 
 __all__ = [
