@@ -158,7 +158,8 @@ def test_the_gpu_check_asks_the_backend_in_use():
     assert backends.has_gpu() is expected
 
 
-@pytest.mark.skipif(BACKEND == "tensorflow", reason="checks the refusals under JAX and PyTorch")
+@pytest.mark.skipif(BACKEND == "tensorflow", reason="under TensorFlow these features run (tests/test_zoo.py, "
+                    "tests/test_export.py); the refusals exist only under JAX and PyTorch")
 def test_tensorflow_only_features_name_the_backend_they_need(tmp_path):
     from keras_attention.backends import BackendError
     from zoo.decode import greedy_decode
@@ -245,8 +246,8 @@ def test_a_corrected_budget_reaches_the_compiled_step():
     assert [int(to_numpy(v)) for v in (schedule.warmup_steps, schedule.total_steps)] == [1, 100]
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="only jax.jit holds what is not its state as a "
-                    "constant")
+@pytest.mark.skipif(BACKEND != "jax", reason="only jax.jit freezes what is not its state as a constant; "
+                    "TensorFlow and PyTorch read the schedule's variables at every step")
 def test_a_budget_outside_the_optimizers_state_is_named_when_jax_traces_it():
     schedule = ka.BudgetSchedule(peak=1.0, warmup_steps=1, total_steps=10)
     model, _ = _sgd_on_one_weight(schedule, attach=False)

@@ -89,7 +89,8 @@ def test_litert_export_layout_metadata_and_outputs(tmp_path):
     assert runtimes.resolve(tmp_path / "saved") is None  # zoo predict's SavedModel path
 
     if not hasattr(tf.lite, "Interpreter"):
-        pytest.skip("TensorFlow without tf.lite.Interpreter: the outputs are make test-deploy's")
+        pytest.skip("this TensorFlow build has no tf.lite.Interpreter to run the .tflite file; "
+                    "make test-deploy checks its outputs with LiteRT")
     images = np.random.default_rng(0).integers(0, 256, (5, 8, 8, 1), dtype=np.uint8)
     signature = tf.saved_model.load(str(tmp_path / "saved" / "1")).signatures["serving_default"]
     expected = signature(images=tf.constant(images))["probabilities"].numpy()

@@ -40,7 +40,8 @@ def traced(fn, jit_compile=False):
     if jit_compile:
         compiled = backends.compiled(fn)
         if compiled is None:
-            pytest.skip("PyTorch has no XLA compilation here (backends.compiled)")
+            pytest.skip("PyTorch has no XLA compilation here (backends.compiled); the eager "
+                        "case of this test ran under it")
         return compiled
     if backends.BACKEND == "tensorflow":
         import tensorflow as tf
