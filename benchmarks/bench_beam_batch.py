@@ -13,7 +13,7 @@ sources spread evenly over the run's held-out test split (every k-th: the split 
 interface strings to long messages) at each batch size, greedily and with
 beam 4 (the export's settings: its beam size, length penalty and limit), with output lengths
 as the model produces them. Milliseconds per sentence: the best of `--rounds` passes after a
-warm-up batch; ratios to CTranslate2 float32 of the same batch and search, in the same run;
+warm-up batch, the engines taking turns in each round; ratios to CTranslate2 float32 of the same batch and search, in the same run;
 BLEU (sacrebleu) of each engine against the references; and, for every SavedModel, how many
 rows give the default export's ids. CTranslate2 runs with `intra_threads` = the cores, one
 translation at a time, on its default CPU backend (printed: MKL on Intel, its own kernels
@@ -96,20 +96,31 @@ def engines(args, work):
     return made
 
 
-def measure(engine, texts, batch, search, rounds):
-    """`(ms per sentence, ids, translations)`: the best of `rounds` passes over `texts`."""
-    engine(texts[:batch], search)  # warm-up: the first call of a shape compiles or traces
-    best = None
+def one_pass(engine, texts, batch, search):
+    """`(seconds, ids, translations)` of one pass over `texts` in batches of `batch`."""
+    rows, outputs = [], []
+    start = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        ids, translated = engine(texts[i:i + batch], search)
+        rows += ids
+        outputs += translated
+    return time.perf_counter() - start, rows, outputs
+
+
+def measure(made, texts, batch, search, rounds):
+    """`{name: (ms per sentence, ids, translations)}`: each engine's best of `rounds` passes,
+    the engines taking turns in each round (so that a change in the machine's load during
+    the run falls on all of them alike)."""
+    for engine in made.values():
+        engine(texts[:batch], search)  # warm-up: the first call of a shape compiles or traces
+    best = {}
     for _ in range(rounds):
-        rows, outputs = [], []
-        start = time.perf_counter()
-        for i in range(0, len(texts), batch):
-            ids, translated = engine(texts[i:i + batch], search)
-            rows += ids
-            outputs += translated
-        seconds = time.perf_counter() - start
-        best = seconds if best is None else min(best, seconds)
-    return 1000.0 * best / len(texts), rows, outputs
+        for name, engine in made.items():
+            seconds, rows, outputs = one_pass(engine, texts, batch, search)
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, rows, outputs)
+    return {name: (1000.0 * seconds / len(texts), rows, outputs)
+            for name, (seconds, rows, outputs) in best.items()}
 
 
 def run(args):
@@ -123,16 +134,15 @@ def run(args):
     print(f"{args.run}: {len(texts)} held-out sentences; {results['machine']}", flush=True)
     with tempfile.TemporaryDirectory() as work:
         made = engines(args, pathlib.Path(work))
-        reference_ids = {}
         for batch in args.batches:
             for search in SEARCHES:
-                for name, engine in made.items():
-                    ms, ids, outputs = measure(engine, texts, batch, search, args.rounds)
+                measured = measure(made, texts, batch, search, args.rounds)
+                reference = measured["saved-model"][1]
+                for name, (ms, ids, outputs) in measured.items():
                     bleu = sacrebleu.corpus_bleu(outputs, [references]).score
-                    key = f"{name}|{search}|{batch}"
-                    reference_ids.setdefault((search, batch), ids)
-                    same = sum(a == b for a, b in zip(ids, reference_ids[(search, batch)]))
-                    results["rows"][key] = {"ms": ms, "bleu": bleu, "same_ids_as_default": same}
+                    same = sum(a == b for a, b in zip(ids, reference))
+                    results["rows"][f"{name}|{search}|{batch}"] = {
+                        "ms": ms, "bleu": bleu, "same_ids_as_default": same}
                     print(f"{name:>18} {search:>6} batch {batch:>2}: {ms:7.1f} ms/sentence, "
                           f"BLEU {bleu:5.2f}, {same}/{len(ids)} ids as the default export's",
                           flush=True)
@@ -162,7 +172,7 @@ def parse_args(argv):
     parser.add_argument("run", type=pathlib.Path)
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--saved-model", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument("--json", type=pathlib.Path)
     return parser.parse_args(argv)

@@ -8,9 +8,12 @@ RUN_DIR is a trained Transformer run. Two measurements:
 1. **One step's parts**, each a `tf.function` of its own (XLA-compiled with `--jit`), timed
    alone at `batch × beam` rows (the median of 50 calls after a warm-up) for each cache
    width in `--widths`: the decoder (`TransformerStep.step`: embedding, blocks against the
-   caches, logits), the log-softmax, the top-k over K × V, the hypotheses' bookkeeping (the
-   parents' buffers gathered, the column written, the best finished one kept, the stop
-   test) and the caches' reorder by parent beam (`tf.gather` of every cache tensor).
+   caches, logits), the log-softmax, the top-k over K × V (one `tf.math.top_k`, and the
+   search's `blocked_top_k`), the hypotheses' bookkeeping (the search's top-k, the parents'
+   buffers gathered, the column written, the best finished one kept, the stop test) and the
+   caches' reorder by parent beam (`tf.gather` of every cache tensor). Each part's outputs
+   are copied to NumPy once per call, which the decoder's (its caches) and the reorder's
+   times include: inside the search these stay where they are.
 2. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
    `zoo.decode.beam_search` in batches of `--batch`, with a spy on the decoder step that
    counts the rows of every step; against the rows a batch would compute if every step
@@ -35,7 +38,7 @@ from bench_inference import cpu_description  # noqa: E402 - after the path
 
 from zoo import decode  # noqa: E402
 from zoo.datasets.preparation import load_run_data  # noqa: E402
-from zoo.decode import loops  # noqa: E402
+from zoo.decode import loops, search_steps  # noqa: E402
 from zoo.decode import steps as decode_steps  # noqa: E402
 from zoo.runs.rundir import load_run  # noqa: E402
 from zoo.text.ids import encode_sources  # noqa: E402
@@ -78,15 +81,19 @@ def step_parts(run, sources, rows_per_sentence, width, jit):
         return loops._best_ended(hypotheses, top, kept & tf.equal(token, 3), 3, 0.6, best,
                                  best_score)
 
-    def top_k(log_probs):
+    def top_k(log_probs, blocked=True):
         candidates = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, vocabulary])
-        return tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=k)
+        candidates = tf.reshape(candidates, [batch, k * vocabulary])
+        if blocked:
+            return search_steps.blocked_top_k(candidates, k)
+        return tf.math.top_k(candidates, k=k)
 
     return {
         "decoder": median_ms(compile_(lambda x, s: stepper.step(x, tf.constant(width // 2), s)),
                              tokens, state),
         "log-softmax": median_ms(compile_(tf.nn.log_softmax), logits),
-        "top-k over K x V": median_ms(compile_(top_k), log_probs),
+        "top-k over K x V (one top_k)": median_ms(compile_(lambda x: top_k(x, False)), log_probs),
+        "top-k over K x V (blocked)": median_ms(compile_(top_k), log_probs),
         "bookkeeping": median_ms(compile_(bookkeeping), log_probs, alive),
         "cache reorder": median_ms(compile_(lambda s, r: tf.nest.map_structure(
             lambda x: tf.gather(x, r), s)), state, rows),

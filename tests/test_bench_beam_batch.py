@@ -22,3 +22,24 @@ def test_the_table_gives_each_engine_its_times_and_ratio_to_ctranslate2_float32(
         "| saved-model-jit", "| ct2-float32", "| old-jit"]
     assert "| 12.0 (3.00×) | 3.0 (3.00×) | 40.00 |" in lines[2]
     assert lines[3].startswith("| ct2-float32 | 12.0 (1.00×) | 3.0 (1.00×) | 4.0 (1.00×)")
+
+
+def test_the_engines_take_turns_in_each_round_and_keep_their_best_pass():
+    calls = []
+
+    def engine(name):
+        def translate(texts, search):
+            calls.append((name, len(texts)))
+            return [[len(text)] for text in texts], [text.upper() for text in texts]
+        return translate
+
+    texts = ["a", "bb", "ccc", "dddd", "eeeee"]
+    measured = bench_beam_batch.measure({"x": engine("x"), "y": engine("y")}, texts, 2, "beam",
+                                        rounds=2)
+    warm_up, passes = calls[:2], calls[2:]
+    assert warm_up == [("x", 2), ("y", 2)]
+    assert passes == [("x", 2), ("x", 2), ("x", 1), ("y", 2), ("y", 2), ("y", 1)] * 2
+    for name in ("x", "y"):
+        ms, ids, outputs = measured[name]
+        assert ms > 0 and ids == [[1], [2], [3], [4], [5]]
+        assert outputs == ["A", "BB", "CCC", "DDDD", "EEEEE"]

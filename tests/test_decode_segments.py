@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from zoo.decode import loops, segments
+from zoo.decode import loops, search_steps, segments
 from zoo.decode import steps as decode_steps
 from zoo.decode.search_steps import Ids
 
@@ -131,3 +131,29 @@ def test_has_context_names_the_steppers_that_shed_rows():
     for stepper_class in (decode_steps.TransformerStep, decode_steps.RNNSearchStep,
                           decode_steps.IncrementalDecoder, decode_steps.FullModelStep):
         assert all(isinstance(name, str) for name in stepper_class.CONTEXT)
+
+
+def _candidates(kind, rng, shape):
+    """Beam candidates `(B, K·V)`: distinct values, many ties, or rows of NEG and -inf with
+    a few live ones (a beam with ended hypotheses; the padding id's column)."""
+    if kind == "normal":
+        return rng.normal(size=shape).astype(np.float32)
+    if kind == "ties":
+        return rng.integers(0, 3, size=shape).astype(np.float32)
+    values = np.where(rng.random(shape) < 0.5, -1e9, -np.inf).astype(np.float32)
+    values[:, rng.integers(0, shape[1], 3)] = rng.integers(-2, 0, 3)
+    return values
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
+@pytest.mark.parametrize("kind", ["normal", "ties", "dead"])
+@pytest.mark.parametrize("size,k", [(4 * 8000, 4), (3 * 1001, 6), (257, 1)])
+def test_blocked_top_k_is_top_k(jit, kind, size, k):
+    """The same values and indices as `tf.math.top_k`, ties in its order (the lower index
+    first), with the last block padded, in a graph and under XLA."""
+    candidates = tf.constant(_candidates(kind, np.random.default_rng(size + k), (5, size)))
+    blocked = tf.function(lambda x: search_steps.blocked_top_k(x, k, block=32),
+                          jit_compile=jit)(candidates)
+    values, indices = tf.math.top_k(candidates, k=k)
+    np.testing.assert_array_equal(blocked[0].numpy(), values.numpy())
+    np.testing.assert_array_equal(blocked[1].numpy(), indices.numpy())

@@ -26,6 +26,7 @@ vocabulary, L = `width` columns.
 import tensorflow as tf
 
 from zoo.decode.search_steps import (
+    blocked_top_k,
     cache_widths,
     forced_end,
     growing_loop,
@@ -71,9 +72,10 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
         log_probs = tf.where(pad_column(log_probs, ids.pad), -float("inf"), log_probs)
         at_limit = t + 1 >= limit  # (B,)
         log_probs = forced_end(log_probs, ids, tf.repeat(at_limit, k), -float("inf"))
-        vocabulary = tf.shape(log_probs)[-1]
+        vocabulary = log_probs.shape[-1] or tf.shape(log_probs)[-1]
         candidates = tf.reshape(log_probs, [batch, k, vocabulary]) + running_scores[:, :, None]
-        top_scores, top = tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=2 * k)  # (B, 2K)
+        top_scores, top = blocked_top_k(tf.reshape(candidates, [batch, k * vocabulary]),
+                                        2 * k)  # (B, 2K)
         parent, token = top // vocabulary, top % vocabulary
         sequences = write_column(tf.gather(running, parent, batch_dims=1), t, token)
         finished = tf.equal(token, ids.end) | at_limit[:, None]  # (B, 2K)

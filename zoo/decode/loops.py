@@ -10,7 +10,7 @@ search is `zoo.decode.hf_beam`; the pieces the loops share are in `zoo.decode.se
 import tensorflow as tf
 
 from zoo.decode import segments
-from zoo.decode.search_steps import forced_end, pad_column, write_column
+from zoo.decode.search_steps import blocked_top_k, forced_end, pad_column, write_column
 
 NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
 
@@ -84,9 +84,10 @@ def _extend(log_probs, alive_log_probs, ended, done, k):
 
     Returns `(parent, token, log_prob, kept)`, each `(B, K)`.
     """
-    batch, vocabulary = tf.shape(alive_log_probs)[0], tf.shape(log_probs)[-1]
+    batch = tf.shape(alive_log_probs)[0]
+    vocabulary = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static where it can be
     candidates = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, vocabulary])
-    top_log_probs, top = tf.math.top_k(tf.reshape(candidates, [batch, -1]), k=k)  # (B, K)
+    top_log_probs, top = blocked_top_k(tf.reshape(candidates, [batch, k * vocabulary]), k)
     # Keep the K - d best extensions; ignore impossible ones and finished rows.
     kept = (
         (tf.range(k)[None, :] < (k - ended)[:, None])
