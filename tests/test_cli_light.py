@@ -96,7 +96,11 @@ def test_the_filter_drops_tensorflows_start_up_lines_and_keeps_the_rest():
         "To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild "
         "TensorFlow with the appropriate compiler flags.\n"
         "a line of the command's own\n"
-        "E0000 00:00:1796647697.686733   11877 cuda_platform.cc:52] failed call to cuInit\n"
+        "E0000 00:00:1796647697.686733   11877 cuda_platform.cc:52] failed call to cuInit: "
+        "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
+        "E0000 00:00:1796661830.755357   32259 util.cc:131] oneDNN supports DT_INT64 only on "
+        "platforms with AVX-512. Falling back to the default Eigen-based implementation if "
+        "present.\n"
     )
     code = f"""\
 import os, sys
@@ -109,13 +113,37 @@ with quiet.start_up_lines_filtered():
     environment.pop("ZOO_DEBUG", None)
     quiet_run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                timeout=60, env=environment, cwd=ROOT)
-    assert quiet_run.stderr.splitlines() == [
-        "a line of the command's own",
-        "E0000 00:00:1796647697.686733   11877 cuda_platform.cc:52] failed call to cuInit",
-        "and one from Python"]
+    assert quiet_run.stderr.splitlines() == ["a line of the command's own", "and one from Python"]
     debug_run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                timeout=60, env=dict(environment, ZOO_DEBUG="1"), cwd=ROOT)
     assert debug_run.stderr == printed + "and one from Python\n"  # ZOO_DEBUG=1: everything
+
+
+def test_errors_pass_but_the_two_first_use_notices_and_cuinit_only_without_drivers():
+    cuinit = ("E0000 00:00:1796647697.686733   11877 cuda_platform.cc:52] failed call to cuInit: "
+              "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected\n")
+    other = "E0000 00:00:1796647697.686733   11877 op_kernel.cc:1857] OP_REQUIRES failed\n"
+    assert quiet.without_notices(cuinit + other) == [cuinit, other]  # drivers were found
+    no_drivers = ("I0000 00:00:1796647609.737337   10283 cudart_stub.cc:31] Could not find cuda "
+                  "drivers on your machine, GPU will not be used.\n")
+    assert quiet.without_notices(no_drivers + cuinit + other) == [other]
+
+
+def test_tensorflows_first_use_prints_nothing_after_the_filter():
+    # Real TensorFlow: its import, then what prints its notices (devices, a ragged concat).
+    code = """\
+from zoo.cli import quiet
+with quiet.start_up_lines_filtered():
+    import tensorflow as tf
+tf.config.list_physical_devices()
+tf.concat([tf.ragged.constant([[1, 2]], tf.int64), tf.ones([1, 1], tf.int64)], axis=1)
+print("done")
+"""
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    environment.pop("ZOO_DEBUG", None)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=environment, cwd=ROOT)
+    assert (run.stdout, run.stderr) == ("done\n", "")
 
 
 @pytest.mark.parametrize("environ, level", [

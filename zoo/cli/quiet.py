@@ -5,9 +5,13 @@ TensorFlow loads, unless the environment sets it or `ZOO_DEBUG` is set (then
 TensorFlow logs everything, as it would without the zoo). TensorFlow 2.21 prints
 a few lines at import whatever that level says (`oneDNN custom operations are
 on`, `Could not find cuda drivers`, each library once: absl's logging is not
-set up yet), so `start_up_lines_filtered` captures file descriptor 2 while the
-command's module imports TensorFlow and writes back every line but those
-informational ones and warnings; errors (`E0000 ...`) pass.
+set up yet), and two notices as errors on first use (`failed call to cuInit` on
+a machine without CUDA drivers, `oneDNN supports DT_INT64 only on platforms with
+AVX-512` at the first ragged concatenation, even where the CPU has AVX-512). So
+`start_up_lines_filtered` captures file descriptor 2 while the command's module
+imports TensorFlow, makes that first use (`_first_use`), and writes back every
+line but those informational ones, warnings and the two notices; other errors
+(`E0000 ...`) pass, and the cuInit one too where CUDA's drivers were found.
 """
 
 import contextlib
@@ -27,6 +31,12 @@ START_UP_LINE = re.compile(
     r"|To enable the following instructions: .* rebuild TensorFlow with the appropriate "
     r"compiler flags\.)"
 )
+# TensorFlow's two notices logged as errors on first use (see the module's docstring).
+_ERROR = r"E\d{4} \d\d:\d\d:[\d.]+ +\d+ "
+NO_CUDA = re.compile(r"[IW]\d{4} .*cudart_stub\.cc:\d+\] Could not find cuda drivers.*")
+CUINIT_FAILED = re.compile(_ERROR + r"cuda_platform\.cc:\d+\] failed call to cuInit.*")
+INT64_NOTICE = re.compile(_ERROR + r"util\.cc:\d+\] oneDNN supports DT_INT64 only on "
+                          r"platforms with AVX-512\..*")
 
 
 def default_log_level(environ=os.environ):
@@ -43,9 +53,10 @@ def wanted(environ=os.environ):
 
 @contextlib.contextmanager
 def start_up_lines_filtered():
-    """Run the block with file descriptor 2 captured, then write what it printed back to
-    `sys.stderr` without TensorFlow's start-up lines (`START_UP_LINE`). Does nothing when
-    TensorFlow is loaded already or its lines are `wanted`."""
+    """Run the block with file descriptor 2 captured (and TensorFlow's `_first_use` where the
+    block loaded it), then write what it printed back to `sys.stderr` without TensorFlow's
+    start-up lines and first-use notices (`without_notices`). Does nothing when TensorFlow
+    is loaded already or its lines are `wanted`."""
     if "tensorflow" in sys.modules or wanted():
         yield
         return
@@ -56,13 +67,34 @@ def start_up_lines_filtered():
         try:
             yield
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            try:
+                if "tensorflow" in sys.modules:
+                    _first_use()
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
             captured.seek(0)
-            text = captured.read().decode("utf-8", errors="replace")
-            kept = [line for line in text.splitlines(keepends=True)
-                    if not START_UP_LINE.fullmatch(line.rstrip("\n"))]
+            kept = without_notices(captured.read().decode("utf-8", errors="replace"))
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()
+
+
+def without_notices(text):
+    """The lines of `text` but TensorFlow's start-up lines and its two first-use notices
+    (the cuInit one only where TensorFlow said it found no CUDA drivers)."""
+    lines = text.splitlines(keepends=True)
+    no_cuda = any(NO_CUDA.fullmatch(line.rstrip("\n")) for line in lines)
+    return [line for line in lines
+            if not START_UP_LINE.fullmatch(line.rstrip("\n"))
+            and not INT64_NOTICE.fullmatch(line.rstrip("\n"))
+            and not (no_cuda and CUINIT_FAILED.fullmatch(line.rstrip("\n")))]
+
+
+def _first_use():
+    """TensorFlow's devices found, and one ragged concatenation of int64 rows: what prints
+    its two first-use notices (once a process), here where they are captured."""
+    tf = sys.modules["tensorflow"]  # loaded by the block
+    tf.config.list_physical_devices()
+    tf.concat([tf.ragged.constant([[1]], tf.int64), tf.ones([1, 1], tf.int64)], axis=1)
