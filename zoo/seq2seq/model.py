@@ -38,6 +38,8 @@ from keras import ops
 
 import keras_attention as ka
 from keras_attention.layers.pointer_generator import fixed_vocabulary_ids
+from zoo import moved
+from zoo.registry.model import FamilyModel
 from zoo.seq2seq.config import ATTENTIONS, MONOTONIC, Seq2SeqConfig  # noqa: F401 - also importable from here, as before
 from zoo.seq2seq.decoder import BahdanauDecoder
 from zoo.text.special import UNK_ID
@@ -161,25 +163,7 @@ def build(config):
         inputs["source_extended"] = keras.Input((None,), dtype="int32", name="source_extended")
         logits = copy_output(layers, logits, alignments, inputs["source_extended"], previous,
                              embedded, contexts)
-    return keras.Model(inputs, logits, name="seq2seq_bahdanau")
-
-
-def compile_model(model, config):
-    """Adam with the gradient's global norm clipped, masked cross-entropy (with `copy`: the
-    mixture's negative log-likelihood), masked accuracy."""
-    if config.copy:
-        loss = ka.PointerGeneratorCrossentropy(config.target_vocab,
-                                               label_smoothing=config.label_smoothing)
-    else:
-        loss = ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing)
-    model.compile(
-        optimizer=keras.optimizers.Adam(config.learning_rate,
-                                        global_clipnorm=config.global_clipnorm,
-                                        clipnorm=config.clipnorm),
-        loss=loss,
-        metrics=[ka.MaskedAccuracy()],
-        jit_compile=ka.backends.jit_compile(config.jit_compile),
-    )
+    return FamilyModel(inputs, logits, name="seq2seq_bahdanau", family="seq2seq")
 
 
 def attention_weights(model, inputs):
@@ -195,3 +179,7 @@ def attention_weights(model, inputs):
         embedded, annotations, initial_state, annotations_mask=source_mask
     )
     return {"decoder/alignment": ops.convert_to_numpy(alignments)}
+
+
+# `compile_model` moved to `recipe` (the family's shape); the old name still works.
+__getattr__ = moved.names_getattr(__name__)
