@@ -7,7 +7,7 @@ decoding functions of `zoo.decode` take both as one dict,
 mixture's log-probabilities `log P` `(B·K, V + S)` as its "logits" (the loops take a
 log-softmax or an arg-max, and `log_softmax(log P) = log P`), so a generated id may
 be `V + k`, a copy of the source's k-th out-of-vocabulary token; fed back as the
-next decoder input, it reads as `[UNK]` (`zoo.seq2seq.fixed_vocabulary`).
+next decoder input, it reads as `[UNK]` (`zoo.seq2seq.copying.fixed_vocabulary`).
 
 The steps are the families' (`Family.step` with the extended source: the Transformer's and
 RNNsearch's copying steps), or without one `zoo.decode.steps.CopyFullModelStep`, the whole

@@ -2,7 +2,8 @@
 
 The family's shape: `config` holds its sizes and registers them, `model` builds it (its
 output layer `Maxout` included), `recipe` compiles it for training, `decoding` holds its
-cached steps for `zoo.decode`'s searches (`RNNSearchStep`, `CopyRNNSearchStep`); `decoder`
+cached steps for `zoo.decode`'s searches (`RNNSearchStep`, `CopyRNNSearchStep`), `copying`
+its pointer-generator output; `decoder`
 holds its recurrence, `BahdanauDecoder`, with the alignment model (additive,
 location-aware or monotonic attention, optionally with coverage) inside each step, and the
 coverage loss. `FAMILY` is the family object the registry holds. `zoo.seq2seq_decoder`,
@@ -20,9 +21,9 @@ FAMILY = registry.package_family(__name__, "seq2seq", Seq2SeqConfig, "translatio
 
 # The other public names, by the module that defines them, imported on first use.
 _LAZY = lazy.by_module({
+    "zoo.seq2seq.copying": ("copy_output", "fixed_vocabulary"),
     "zoo.seq2seq.decoder": ("BahdanauDecoder", "coverage_loss"),
-    "zoo.seq2seq.model": ("Maxout", "attention_weights", "build", "copy_output", "encode",
-                          "fixed_vocabulary", "output_logits"),
+    "zoo.seq2seq.model": ("Maxout", "attention_weights", "build", "encode", "output_logits"),
     "zoo.seq2seq.recipe": ("compile_model",),
 })
 

@@ -14,8 +14,9 @@ V target vocabulary.
 import tensorflow as tf
 
 from keras_attention.ops import repeat_rows
+from zoo.seq2seq.copying import copy_output, fixed_vocabulary
 from zoo.seq2seq.decoder import BahdanauDecoder
-from zoo.seq2seq.model import copy_output, encode, fixed_vocabulary, output_logits
+from zoo.seq2seq.model import encode, output_logits
 
 
 def stepper(model, layers, pad_id, source_extended=None):

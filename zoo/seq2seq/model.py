@@ -37,12 +37,11 @@ import keras
 from keras import ops
 
 import keras_attention as ka
-from keras_attention.layers.pointer_generator import fixed_vocabulary_ids
 from zoo import moved
 from zoo.registry.model import FamilyModel
 from zoo.seq2seq.config import ATTENTIONS, MONOTONIC, Seq2SeqConfig  # noqa: F401 - also importable from here, as before
+from zoo.seq2seq.copying import copy_output, fixed_vocabulary
 from zoo.seq2seq.decoder import BahdanauDecoder
-from zoo.text.special import UNK_ID
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -129,20 +128,6 @@ def _make_layers(config):
         **({"pointer_generator": ka.PointerGenerator(dtype="float32", name="pointer_generator")}
            if config.copy else {}),
     }
-
-
-def fixed_vocabulary(target, vocabulary_size):
-    """Decoder inputs in the extended vocabulary -> the fixed one: a copied token's id
-    `>= V` becomes `[UNK]` (See et al. 2017 feed `[UNK]` for a copied OOV word)."""
-    return fixed_vocabulary_ids(target, vocabulary_size, UNK_ID)
-
-
-def copy_output(layers, logits, alignments, source_extended, previous_states, embedded,
-                contexts):
-    """The pointer-generator's `log P` `(B, T, V + S)` (or one step, `(B, V + S)`): the switch
-    sees `[c_t; s_{t-1}; E y_{t-1}]`, the copy distribution is the alignment `α_t`."""
-    features = ops.concatenate([contexts, previous_states, embedded], axis=-1)
-    return layers["pointer_generator"](logits, alignments, source_extended, features)
 
 
 def build(config):
