@@ -94,7 +94,7 @@ def prepare(args, work):
     exports = [SAVED_MODELS[name] for name in args.engines if name in SAVED_MODELS]
     if any(name.startswith("ct2-zoo") for name in args.engines):
         exports.append("ct2_zoo")  # the zoo's CTranslate2 export, float32 (int8 when loaded)
-    export = ("import sys; from zoo.transformer import marian; "
+    export = ("import sys; from zoo.transformer.weights import marian; "
               "[marian.export_folder(sys.argv[1], sys.argv[2] + '/' + key, 1, "
               "jit_compile='jit' in key, quantize='int8' if 'int8' in key else None, "
               "format='ctranslate2' if key == 'ct2_zoo' else 'savedmodel', "

@@ -2,7 +2,7 @@
 
 Model: the opus-mt-en-de configuration (d 512, 8 heads, d_ff 2048, 6+6 post-norm
 layers, swish, sinusoidal positions, tied embeddings of 58,101 tokens, a final
-logits bias) built through `zoo.transformer.marian.transformer_fields`, random
+logits bias) built through `zoo.transformer.weights.marian.transformer_fields`, random
 weights; `--scale 0.5` halves d_model, d_ff and the vocabulary. Sources are 15
 random tokens + `</s>`; every call decodes exactly `--steps` tokens (random
 weights rarely emit `</s>`; the script prints the tokens generated per row).
@@ -11,7 +11,7 @@ Variants (`zoo.decode.greedy_decode`, in process):
 
 - `tf.function`: the default export's decoding;
 - `XLA`: `jit_compile=True`, as the `--jit` export runs it;
-- `XLA, without tied-logits fix`: the logits as `y Eᵀ` (`zoo.decode.steps.tied_logits`
+- `XLA, without tied-logits fix`: the logits as `y Eᵀ` (`zoo.transformer.decoding.tied_logits`
   switched off): XLA:CPU copies the transposed (V, D) table at every step;
 - `XLA, without cache fix`: the key/value buffers written with a `where` over all
   positions (`keras_attention.kv_cache.write_positions`' XLA path switched off);
@@ -48,8 +48,8 @@ import tensorflow as tf  # noqa: E402
 from keras_attention import kv_cache, xla  # noqa: E402
 from zoo import decode, transformer  # noqa: E402
 from zoo.decode import steps  # noqa: E402
-from zoo.transformer.marian import transformer_fields  # noqa: E402
 from zoo.transformer.model import TransformerConfig  # noqa: E402
+from zoo.transformer.weights.marian import transformer_fields  # noqa: E402
 
 OPUS_MT_EN_DE = dict(vocab=58101, d_model=512, heads=8, layers=6)
 

@@ -65,7 +65,7 @@ from zoo.runs.imported import decoding_options  # noqa: E402
 from zoo.runs.inference import batch_order, padded_sources  # noqa: E402
 from zoo.runs.rundir import load_run  # noqa: E402
 from zoo.text import tokenizers  # noqa: E402
-from zoo.transformer import marian  # noqa: E402
+from zoo.transformer.weights import marian  # noqa: E402
 
 MODEL_TOLERANCE = 1e-3  # log-probability of a whole hypothesis
 TIE_TOLERANCE = 1e-4

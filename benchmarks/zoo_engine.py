@@ -14,7 +14,7 @@ from inference_engines import END_ID, serve
 from zoo import decode
 from zoo.export.translation_module import bucket_widths
 from zoo.text.ids import encode_sources
-from zoo.transformer import marian
+from zoo.transformer.weights import marian
 
 
 def zoo_engine(settings):

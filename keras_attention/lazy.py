@@ -26,3 +26,8 @@ def module_getattr(package, names):
         return submodule(package, name)
 
     return __getattr__
+
+
+def by_module(modules):
+    """`{name: module}` (what `module_getattr` takes) from `{module: (name, ...)}`."""
+    return {name: module for module, names in modules.items() for name in names}

@@ -238,3 +238,9 @@ def merge_masks(*masks):
         mask = ops.cast(mask, "bool")
         merged = mask if merged is None else ops.logical_and(merged, mask)
     return merged
+
+
+def repeat_rows(x, copies):
+    """`x` `(B, ...)` with each row repeated `copies` times, `(B·copies, ...)`: row b's k-th
+    copy is row `b·copies + k` (a beam search's rows); `x` itself when `copies` is 1."""
+    return x if copies == 1 else ops.repeat(x, copies, axis=0)

@@ -54,7 +54,7 @@ def int8_tied_logits(rows, table, table_scale, dtype, table_major=False):
 
     table: int8 `(V, D)` with one scale per token `(V,)` (Keras' int8 `Embedding`).
     `table_major=True` computes `(E_q x_qᵀ)ᵀ`, the layout XLA:CPU wants for the table
-    (`zoo.decode.steps.tied_logits`); otherwise MatMul reads `E_qᵀ` in place (`transpose_b`).
+    (`zoo.transformer.decoding.tied_logits`); otherwise MatMul reads `E_qᵀ` in place (`transpose_b`).
     """
     quantized, row_scale = keras.quantizers.abs_max_quantize(rows, axis=-1, value_range=INT8_RANGE)
     if table_major:

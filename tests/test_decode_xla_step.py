@@ -1,4 +1,4 @@
-"""The XLA paths of a decoding step: tied logits as `(E yᵀ)ᵀ` (zoo/decode/steps.py),
+"""The XLA paths of a decoding step: tied logits as `(E yᵀ)ᵀ` (zoo/transformer/decoding.py),
 key/value buffers written by dynamic-update-slice (keras_attention/kv_cache.py) and biases
 added as `x - (-b)` and reshaped kernels behind a barrier (keras_attention/xla.py).
 

@@ -11,7 +11,7 @@ from zoo.cli.arguments import UserError, parse_overrides
 from zoo.errors import ZooError
 from zoo.runs import rundir
 from zoo.runs.training import RunFinishedError
-from zoo.transformer import marian
+from zoo.transformer.weights import marian
 
 
 @pytest.mark.parametrize("error", [

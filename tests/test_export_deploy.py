@@ -347,7 +347,7 @@ def test_the_imported_opus_mt_fixture_decodes_as_its_jit_export(tmp_path):
 
     references = json.loads((MARIAN / "references.json").read_text())
     sentences = [s for s in references["sentences"] if s]  # CTranslate2 skips an empty source
-    from zoo.transformer import marian
+    from zoo.transformer.weights import marian
 
     code, _, err = run_main("import", MARIAN, "--to", tmp_path / "ct2", "--format", "ctranslate2")
     assert code == 0, err[-3000:]

@@ -1,5 +1,9 @@
 """The shape of `zoo/`: one package per concern, data flowing down, no import cycle.
 
+`decode` (the searches) and `export` (the formats) sit below the model families: they import
+none, and ask the registry for a model's family object (its decoding step, its export task),
+which each family package registers (issue #63, one shape per family).
+
 Read from the source, so the test needs no import: the levels from module-level
 imports, the cycles from every import, those inside functions too.
 The order, bottom to top (a module may import its own level and those below):
@@ -9,9 +13,9 @@ The order, bottom to top (a module may import its own level and those below):
     text                                                tokenizers and special ids
     distribute, registry, description, layouts          strategies, registration, layout maps
     datasets                                            data, pipelines, preparation
+    decode                                              greedy, beam, sampling over one step protocol
+    export                                              the formats: SavedModels, LiteRT, ...
     transformer, seq2seq, convs2s, vit                  the model families
-    decode                                              greedy, beam, sampling
-    export                                              TF Serving SavedModels
     plot                                                pictures
     runs                                                run directories: train, evaluate, ...
     tuning, explore                                     keras-tuner searches, the web page
@@ -37,9 +41,9 @@ LEVELS = (
     ("zoo.text",),
     ("zoo.distribute", "zoo.registry", "zoo.description", "zoo.layouts"),
     ("zoo.datasets",),
-    ("zoo.transformer", "zoo.seq2seq", "zoo.convs2s", "zoo.vit"),
     ("zoo.decode",),
     ("zoo.export",),
+    ("zoo.transformer", "zoo.seq2seq", "zoo.convs2s", "zoo.vit"),
     ("zoo.plot",),
     ("zoo.runs",),
     ("zoo.tuning", "zoo.explore"),

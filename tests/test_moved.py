@@ -26,7 +26,7 @@ import pytest
 import zoo  # installs the finder of the old names
 from zoo.datasets import pipeline
 from zoo.moved import MOVED
-from zoo.transformer import marian
+from zoo.transformer.weights import marian
 from zoo.vit.weights import checkpoint
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

@@ -289,7 +289,7 @@ def test_zero_temperature_equals_greedy_on_a_trained_model(numbers_run):
 def test_marian_never_samples_its_padding_and_ends_at_the_limit():
     from test_marian import FOLDER
 
-    from zoo.transformer import marian
+    from zoo.transformer.weights import marian
 
     model, source_tokenizer, target = marian.import_folder(FOLDER)
     ids = target.special_ids

@@ -27,7 +27,7 @@ alone, for an existing folder.
 
 With `--full-size` it also builds a random MarianMTModel of transformer-base
 sizes (OPUS-MT's: 6+6 layers, d_model 512, 8 heads, d_ff 2048, vocabulary
-58101), saves it, imports it with `zoo.transformer.marian.import_folder` (through the
+58101), saves it, imports it with `zoo.transformer.weights.marian.import_folder` (through the
 project's Python, `--project-python`) and compares the parameter counts
 and the logits. Its output (torch 2.14.1, transformers 5.24.0, 2026-11-25):
 
@@ -262,7 +262,7 @@ def full_size_check(project_python):
         np.savez(pathlib.Path(tmp) / "batch.npz", source=source.numpy(), target=target.numpy(),
                  logits=logits)
         script = (
-            "import sys, numpy as np, zoo.transformer.marian; m, s, t = zoo.transformer.marian.import_folder(sys.argv[1]); "
+            "import sys, numpy as np, zoo.transformer.weights.marian; m, s, t = zoo.transformer.weights.marian.import_folder(sys.argv[1]); "
             "b = np.load(sys.argv[2]); "
             "d = np.abs(m({'source': b['source'], 'target': b['target']}).numpy() - b['logits']).max(); "
             "print(m.count_params(), d)"

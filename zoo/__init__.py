@@ -21,7 +21,7 @@ load their modules on first use (PEP 562), Keras with them.
 import importlib
 
 from keras_attention import after_import, lazy
-from zoo import convs2s, families, moved, registry, seq2seq, transformer, vit
+from zoo import convs2s, moved, registry, seq2seq, transformer, vit  # noqa: F401 - the families register
 from zoo.description import Description, describe
 from zoo.errors import ZooError
 from zoo.registry import (
@@ -55,7 +55,7 @@ after_import.when_keras_loaded(_register_keras_objects)
 _LAZY = {
     "decode": "zoo.decode",
     "export": "zoo.export",
-    "marian": "zoo.transformer.marian",
+    "marian": "zoo.transformer.weights.marian",
     "plot": "zoo.plot",
     "runs": "zoo.runs",
     "tuning": "zoo.tuning",
@@ -108,10 +108,9 @@ def attention_weights(model, inputs):
         ConvS2S: `convolutional_decoder_block_{i}/attention` `(B, T, S)`;
         ViT: `encoder_block_{i}/self_attention` `(B, N, P + 1, P + 1)`.
     """
-    family = families.model_family(model)
-    if family is not None:
-        modules = {"vit": vit, "seq2seq": seq2seq, "transformer": transformer, "convs2s": convs2s}
-        return modules[family].attention_weights(model, inputs)
+    family = registry.family_of_model(model)
+    if family is not None and family.attention_weights is not None:
+        return family.attention_weights(model, inputs)
     raise ValueError(
         f"attention_weights: {model.name!r} is not a zoo model (Transformer, RNNsearch, ConvS2S or ViT)."
     )

@@ -1,7 +1,7 @@
 """`ZooError`: a mistake in what the user asked for, as opposed to a bug of the zoo.
 
 The zoo raises it (or a subclass: `zoo.registry.UnknownModelError`,
-`zoo.files.CorruptFileError`, `zoo.transformer.marian.FolderError`, ...) for
+`zoo.files.CorruptFileError`, `zoo.transformer.weights.marian.FolderError`, ...) for
 an unknown model or dataset, a bad flag or `--set` field, a file that is
 missing, corrupt or of another kind. The command line prints it as one line
 and exits with code 2; any other exception is a bug, which it reports as one

@@ -1,9 +1,9 @@
 """Which zoo family a built model belongs to, and its numbered blocks, read from layer names.
 
-Models loaded from `.keras` files are recognised too (the names are part of
-each family's `build`). Used by `zoo.attention_weights`, `zoo.export` and
-`zoo.decode`; `numbered_layers` by the families' attention inspection and
-incremental decoding.
+A model records its family (`zoo.registry.model.FamilyModel`, kept in `.keras` files), and
+`zoo.registry.family_of_model` reads that; `model_family` is the fallback for the files
+saved before models recorded it (the names are part of each family's `build`).
+`numbered_layers` serves the families' attention inspection and cached decoding steps.
 """
 
 

@@ -40,7 +40,7 @@ import re
 import keras
 
 from keras_attention import backends
-from zoo import families, registry
+from zoo import registry
 from zoo.errors import ZooError
 
 # The blocks of each family, as their variable paths begin.
@@ -177,7 +177,8 @@ def _shapes(model_or_name, overrides):
         if overrides:
             raise ZooError("zoo.layout_map takes config fields with a name only; the built "
                            f"model's sizes are its own (received {', '.join(overrides)}).")
-        family = families.model_family(model_or_name) or "custom"
+        found = registry.family_of_model(model_or_name)
+        family = found.name if found else "custom"
         what = f"the model {getattr(model_or_name, 'name', model_or_name)!r}"
     if family not in SPLITS:
         raise ZooError(f"no layout map for {what}, {_NAMES.get(family, 'a ' + family)} model: "

@@ -4,9 +4,15 @@
 until version 0.2. Code written against them (and `.keras` files or pickles
 that name them) keeps working: `import zoo.pipeline` and
 `from zoo.marian import import_folder` load the new module
-(`zoo.datasets.pipeline`, `zoo.transformer.marian`) and register it under
+(`zoo.datasets.pipeline`, `zoo.transformer.weights.marian`) and register it under
 the old name too, so both names are the same module object. New code should
 use the new paths; `MOVED` is the table.
+
+Names that left a module which stays (the families' decoding steps left `zoo.decode`,
+their recipes their `model` modules, when every family took the same shape) are
+`MOVED_NAMES`: the module's `__getattr__` (`names_getattr`) gives them from their new
+module, so `from zoo.decode.steps import TransformerStep` and
+`zoo.transformer.model.compile_model` still work.
 
 The finder is installed once, by `import zoo`, at the end of `sys.meta_path`,
 so it is asked only for names no real module answers.
@@ -27,7 +33,7 @@ MOVED = {
     "zoo.export_image": "zoo.export.image",
     "zoo.export_translation": "zoo.export.translation",
     "zoo.hf_beam": "zoo.decode.hf_beam",
-    "zoo.marian": "zoo.transformer.marian",
+    "zoo.marian": "zoo.transformer.weights.marian",
     "zoo.marian_tokenizer": "zoo.text.marian",
     "zoo.metrics": "zoo.runs.scores",
     "zoo.pipeline": "zoo.datasets.pipeline",
@@ -43,6 +49,8 @@ MOVED = {
     "zoo.tokenizers": "zoo.text.tokenizers",
     "zoo.tokens": "zoo.text.special",
     "zoo.torch_checkpoint": "zoo.checkpoints",
+    "zoo.transformer.marian": "zoo.transformer.weights.marian",
+    "zoo.transformer.marian_config": "zoo.transformer.weights.marian_config",
     "zoo.vit_checkpoints": "zoo.vit.weights.checkpoint",
     "zoo.vit_huggingface": "zoo.vit.weights.huggingface",
     "zoo.vit_npz": "zoo.vit.weights.npz",
@@ -51,6 +59,46 @@ MOVED = {
     "zoo.vit_resample": "zoo.vit.weights.resample",
     "zoo.vit_timm": "zoo.vit.weights.timm",
 }
+
+# {module that stays: {old name: "new.module.name"}}.
+MOVED_NAMES = {
+    "zoo.decode": {
+        "_RNNSearchStep": "zoo.seq2seq.decoding.RNNSearchStep",
+        "_TransformerStep": "zoo.transformer.decoding.TransformerStep",
+    },
+    "zoo.decode.copy_steps": {
+        "CopyFullModelStep": "zoo.decode.steps.CopyFullModelStep",
+        "CopyRNNSearchStep": "zoo.seq2seq.decoding.CopyRNNSearchStep",
+        "CopyTransformerStep": "zoo.transformer.decoding.CopyTransformerStep",
+    },
+    "zoo.decode.steps": {
+        "IncrementalDecoder": "zoo.convs2s.decoding.IncrementalDecoder",
+        "RNNSearchStep": "zoo.seq2seq.decoding.RNNSearchStep",
+        "TransformerStep": "zoo.transformer.decoding.TransformerStep",
+        "tied_logits": "zoo.transformer.decoding.tied_logits",
+    },
+    "zoo.convs2s.model": {"compile_model": "zoo.convs2s.recipe.compile_model"},
+    "zoo.seq2seq.model": {"compile_model": "zoo.seq2seq.recipe.compile_model"},
+    "zoo.transformer.model": {"compile_model": "zoo.transformer.recipe.compile_model"},
+}
+
+
+def moved_name(module, name):
+    """The object `MOVED_NAMES` gives for `module.name` (its new module imported)."""
+    new_module, _, new_name = MOVED_NAMES[module][name].rpartition(".")
+    return getattr(importlib.import_module(new_module), new_name)
+
+
+def names_getattr(module):
+    """The `__getattr__` of a module that stays (PEP 562): its `MOVED_NAMES` from their new
+    modules; any other missing name an `AttributeError`."""
+
+    def __getattr__(name):
+        if name in MOVED_NAMES[module]:
+            return moved_name(module, name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 class _Alias(importlib.abc.Loader):

@@ -46,7 +46,7 @@ def add_import_parser(commands):
             "Import a Hugging Face Marian / OPUS-MT folder (config.json, model.safetensors or "
             "pytorch_model.bin, source.spm, target.spm, vocab.json) into the zoo's Transformer "
             "and export it: strings in, strings out, its SentencePiece tokenizers and beam "
-            "search (Hugging Face's length penalty) inside the graph (zoo.transformer.marian)."
+            "search (Hugging Face's length penalty) inside the graph (zoo.transformer.weights.marian)."
         ),
         epilog="Example: zoo import opus-mt-en-de --to saved_models/opus-mt-en-de",
     )

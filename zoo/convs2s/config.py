@@ -81,8 +81,6 @@ class ConvS2SConfig(registry.TranslationConfig):
         return embeddings + projections + encoder + decoder + output
 
 
-registry.register_family(ConvS2SConfig, "convs2s", compile_fn=registry.Lazy("zoo.convs2s.model", "compile_model"))
-
 _BUILD = registry.Lazy("zoo.convs2s.model", "build")
 registry.register(
     "convs2s-small",

@@ -27,7 +27,7 @@ the zoo does not have.
 Simplified from the paper: no weight normalisation (the initialisation of
 section 3.5 is kept), the same width for every layer (no residual projections),
 and one kernel size for encoder and decoder. Cached decoding
-(`zoo.decode.steps.IncrementalDecoder`) keeps each decoder layer's last
+(`zoo.convs2s.decoding.IncrementalDecoder`) keeps each decoder layer's last
 k-1 inputs, as fairseq's `LinearizedConvolution` does.
 """
 
@@ -36,9 +36,11 @@ import keras
 from keras import ops
 
 import keras_attention as ka
+from zoo import moved
 from zoo.convs2s.config import OPTIMIZERS, ConvS2SConfig  # noqa: F401 - also importable from here, as before
 from zoo.convs2s.layers import ConvS2SDecoderBlock, ConvS2SEncoderBlock, SourceKeysAndValues
 from zoo.families import numbered_layers
+from zoo.registry.model import FamilyModel
 from zoo.transformer import PaddingMask
 
 
@@ -138,25 +140,8 @@ def build(config):
 
     # === Decoder and output ===
     logits, _ = decode(layers, target, keys, values, mask)
-    return keras.Model({"source": source, "target": target}, logits, name="convs2s")
-
-
-def compile_model(model, config):
-    """The paper's recipe (Nesterov SGD, the gradient's global norm clipped) or Adam (clipped
-    alike); masked cross-entropy and accuracy."""
-    clipping = dict(global_clipnorm=config.global_clipnorm, clipnorm=config.clipnorm)
-    if config.optimizer == "nesterov":
-        optimizer = keras.optimizers.SGD(
-            config.learning_rate, momentum=config.momentum, nesterov=True, **clipping
-        )
-    else:
-        optimizer = keras.optimizers.Adam(config.learning_rate, **clipping)
-    model.compile(
-        optimizer=optimizer,
-        loss=ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
-        metrics=[ka.MaskedAccuracy()],
-        jit_compile=ka.backends.jit_compile(config.jit_compile),
-    )
+    return FamilyModel({"source": source, "target": target}, logits, name="convs2s",
+                       family="convs2s")
 
 
 def attention_weights(model, inputs):
@@ -171,3 +156,7 @@ def attention_weights(model, inputs):
         f"convolutional_decoder_block_{i}/attention": ops.convert_to_numpy(weights)
         for i, weights in enumerate(attention)
     }
+
+
+# `compile_model` moved to `recipe` (the family's shape); the old name still works.
+__getattr__ = moved.names_getattr(__name__)

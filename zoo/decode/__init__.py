@@ -29,14 +29,16 @@ segment, per shape, and the loop over segments runs in the graph around them. Bo
   `BahdanauDecoder.step`; the "cache" is the recurrent state (with
   `attention="location"` also the previous alignment `α_{t-1}`), O(S) per step.
 - ConvS2S (`use_cache=True`): the encoder runs once; each decoder layer keeps its
-  last k-1 inputs (`zoo.decode.steps.IncrementalDecoder`), O(k + S) per step.
+  last k-1 inputs (`zoo.convs2s.decoding.IncrementalDecoder`), O(k + S) per step.
 - `use_cache=False` (and any other `{"source", "target"}` -> logits model): the
   full model re-runs at every step on a fixed-size target buffer, reading the
   logits at position t (correct because position t only sees positions <= t).
 
 This module holds the public API; the loops are in `zoo.decode.loops` (greedy,
-GNMT beam) and `zoo.decode.hf_beam`, one step per model family in `zoo.decode.steps`
-(with the check that decoding stays within a model's learned target positions),
+GNMT beam) and `zoo.decode.hf_beam`, over one step protocol, `zoo.decode.steps` (each
+family's cached step comes from its family object in the registry, `Family.step`; the
+whole-model step and the check that decoding stays within a model's learned target
+positions are here),
 and the default search settings of runs and exports in `zoo.decode.defaults`.
 
 Conventions: id 0 is padding and is never generated; the source may be padded
@@ -59,10 +61,11 @@ import weakref
 import tensorflow as tf
 
 from keras_attention import backends, checks
+from zoo import moved
 from zoo.decode import copy_steps, hf_beam, sampling
 from zoo.decode import loops as decode_loops
 from zoo.decode import steps as decode_steps
-from zoo.decode.arguments import EXTRA_LENGTH, check_jit_length, output_size  # noqa: F401 - EXTRA_LENGTH: API
+from zoo.decode.arguments import EXTRA_LENGTH, check_jit_length, output_size  # noqa: F401 - EXTRA_LENGTH, output_size: API
 from zoo.decode.arguments import check_common as _check_common
 from zoo.decode.arguments import check_ids as _check_ids
 from zoo.decode.defaults import GNMT
@@ -74,11 +77,11 @@ LENGTH_PENALTIES = ("gnmt", "hf")
 length_penalty = decode_loops.length_penalty  # part of this module's API
 sample = sampling.sample  # part of this module's API
 
-# The steppers under their earlier names here (tests reach them as `decode._stepper`, ...).
+# The steppers under their earlier names here (tests reach them as `decode._stepper`, ...);
+# the families' (`_TransformerStep`, `_RNNSearchStep`) through `zoo.moved`.
 _stepper = decode_steps.stepper
-_TransformerStep = decode_steps.TransformerStep
-_RNNSearchStep = decode_steps.RNNSearchStep
 _FullModelStep = decode_steps.FullModelStep
+__getattr__ = moved.names_getattr(__name__)
 
 
 # === Public API ===
@@ -266,13 +269,8 @@ def _decode(model, source, max_length, start_id, end_id, use_cache, beam_size, a
             pad_id=PAD_ID, force_end=False, penalty="gnmt", with_score=False, jit=False):
     """Greedy (`beam_size=0`) or beam search; Python arguments are trace-time constants.
     `jit`: XLA compiles each segment of greedy and GNMT beam search."""
-    source, extended = copy_steps.split_source(source)
-    if extended is None:
-        stepper = _stepper(model, use_cache, pad_id)
-    else:
-        stepper = copy_steps.stepper(model, use_cache, extended, pad_id)
-    width, limit = output_size(source, max_length, pad_id)
-    source = decode_steps.check_width(model, width, source)
+    stepper, source, width, limit = decode_steps.start(model, source, max_length, use_cache,
+                                                       pad_id)
     ids = Ids(start_id, end_id, pad_id, force_end)
     if beam_size == 0:
         return decode_loops.greedy(stepper, source, width, limit, ids, with_score, jit=jit)

@@ -34,7 +34,7 @@ at near-ties. The noise of step t has shape `(B, V)`: a row's tokens depend on
 the seed, on its position in the batch and on the batch size.
 
 `sample` runs greedy decoding's loop (`zoo.decode.loops.greedy`) over the
-per-family cached steps of `zoo.decode.steps`, with the draw in place of the
+families' cached steps (`zoo.decode.steps.stepper`), with the draw in place of the
 arg-max, and with greedy decoding's conventions (`pad_id`,
 `start_id`, `end_id`, `force_end`, `max_length`).
 """
@@ -49,7 +49,7 @@ import tensorflow as tf
 from keras_attention import checks
 from zoo.decode import copy_steps, loops
 from zoo.decode import steps as decode_steps
-from zoo.decode.arguments import check_common, check_jit_length, output_size
+from zoo.decode.arguments import check_common, check_jit_length
 from zoo.decode.search_steps import Ids
 from zoo.text.special import END_ID, PAD_ID, START_ID
 
@@ -144,7 +144,7 @@ def sample_loop(stepper, source, width, limit, ids, knobs, with_score=False):
     `log p(tokens | source)` under the model's own distribution with `with_score`).
 
     Args:
-        stepper: `zoo.decode.steps`' step of the model's family.
+        stepper: the model's step (`zoo.decode.steps.stepper`).
         source: int32 `(B, S)`; width, limit: from `zoo.decode.arguments.output_size`.
         ids: `zoo.decode.search_steps.Ids`.
         knobs: scalar tensors `(seed int64, temperature float32, top_k int32, top_p float32)`.
@@ -233,13 +233,8 @@ class _Sampler:
 
 def _sample(model, source, max_length, knobs, start_id, end_id, use_cache, pad_id, force_end,
             with_score):
-    source, extended = copy_steps.split_source(source)
-    if extended is None:
-        stepper = decode_steps.stepper(model, use_cache, pad_id)
-    else:
-        stepper = copy_steps.stepper(model, use_cache, extended, pad_id)
-    width, limit = output_size(source, max_length, pad_id)
-    source = decode_steps.check_width(model, width, source)
+    stepper, source, width, limit = decode_steps.start(model, source, max_length, use_cache,
+                                                       pad_id)
     return sample_loop(stepper, source, width, limit, Ids(start_id, end_id, pad_id, force_end),
                        knobs, with_score)
 

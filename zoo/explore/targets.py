@@ -14,7 +14,7 @@ import tensorflow as tf
 from PIL import Image
 
 import zoo
-from zoo import families, files
+from zoo import files, registry
 from zoo.datasets.preparation import load_run_data
 from zoo.errors import ZooError
 from zoo.runs import inference, prediction, rundir
@@ -78,7 +78,7 @@ def _export_kind(saved):
 def _open_run(path, workdir):
     inference.require_decoding("zoo explore", path)
     run = rundir.load_run(path)
-    if families.model_family(run.model) is None:
+    if registry.family_of_model(run.model) is None:
         raise ZooError(f"{path}: {run.name} is not a Transformer, RNNsearch, ConvS2S or ViT: "
                        "it has no attention weights to show")
     target = Target(path, run.kind, run)

@@ -43,7 +43,7 @@ several times faster at small batches on CPU, but TF Serving disables XLA:CPU JI
 default and fails such requests unless started with
 `--xla_cpu_compilation_enabled=true` (saved_models/README.md).
 
-Imported Marian (OPUS-MT) models (`zoo.transformer.marian`) export the same signatures
+Imported Marian (OPUS-MT) models (`zoo.transformer.weights.marian`) export the same signatures
 with their own tokenizers (`zoo.text.marian`: cased SentencePiece
 pieces mapped through vocab.json, `</s>` appended) and special ids (the
 target tokenizer's `special_ids`: padding = decoder start, `</s>` = 0 in
@@ -55,7 +55,7 @@ limit emits `</s>` (`force_end`, Marian's `forced_eos_token_id`), so that the
 SavedModel reproduces `generate(num_beams=4)`. `zoo import` without `--max-length`
 generates what `generate` does at the folder's `max_length`, which counts the
 decoder start token: at most `max_length - 1` tokens, `</s>` included
-(`zoo.transformer.marian.generate_limit`); sources still take the whole position table.
+(`zoo.transformer.weights.marian.generate_limit`); sources still take the whole position table.
 
 Signatures of a ViT, K classes, top k:
 
@@ -89,8 +89,9 @@ versions of one format: a server loads its largest version, whatever the format.
 
 The translation export lives in `zoo.export.translation` (the exported module
 in `zoo.export.translation_module`, a copying model's in `zoo.export.copying`),
-the image export in `zoo.export.image`; which family goes to which is `TRANSLATION_FAMILIES` and
-`IMAGE_FAMILIES` below. `zoo.export` is this module, made callable: `zoo.export(model, path)`,
+the image export in `zoo.export.image`; which family goes to which is the family object's
+`export_task` (`zoo.registry.Family`), asked of the registry for the model
+(`zoo.registry.family_of_model`). `zoo.export` is this module, made callable: `zoo.export(model, path)`,
 `zoo.export.export(model, path)` and `from zoo.export import export` all call
 the same function.
 """
@@ -105,7 +106,7 @@ import tensorflow as tf
 
 from keras_attention import backends
 from keras_attention.checks import check_int
-from zoo import families, files
+from zoo import files, registry
 from zoo.errors import ZooError
 from zoo.export import ctranslate2_export, formats, int8, warmup
 from zoo.export.formats import CTRANSLATE2, FORMATS, SAVED_MODEL
@@ -120,32 +121,31 @@ from zoo.export.translation_module import TranslationModule
 from zoo.text.special import special_ids
 
 __all__ = [
-    "CTRANSLATE2", "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "FORMATS", "IMAGE_FAMILIES",
+    "CTRANSLATE2", "DEFAULT_RNN_MAX_LENGTH", "DEFAULT_TOP_K", "EXPORT_TASKS", "FORMATS",
     "METADATA_FILENAME",
     "SAVED_MODEL",
-    "TF_SERVING_TEXT_OPS", "TF_SERVING_TEXT_OP_LIBRARIES", "TRANSLATION_FAMILIES",
+    "TF_SERVING_TEXT_OPS", "TF_SERVING_TEXT_OP_LIBRARIES",
     "ImageClassifierModule", "TranslationModule", "existing_versions", "export",
     "model_family", "special_ids",
 ]
 
 METADATA_FILENAME = "zoo_export.json"
 
-# Which export each model family (`zoo.families.model_family`) gets: the one
-# place to add a family. Translation families take `{"source", "target"}` ->
-# logits and are decoded by `zoo.decode`; image families take (B, H, W, C).
-TRANSLATION_FAMILIES = ("transformer", "seq2seq", "convs2s")
-IMAGE_FAMILIES = ("vit",)
+# The exports a family may ask for (its `Family.export_task`): translation families take
+# `{"source", "target"}` -> logits and are decoded by `zoo.decode`; image families take
+# (B, H, W, C).
+EXPORT_TASKS = ("translation", "image")
 
 
 def model_family(model):
-    """`"transformer"`, `"seq2seq"` (RNNsearch), `"convs2s"` or `"vit"`, from the layer names.
-
-    The same rules as `zoo.attention_weights`, so models loaded from `.keras`
-    files are recognised too. Raises ValueError for anything else.
+    """`"transformer"`, `"seq2seq"` (RNNsearch), `"convs2s"` or `"vit"`: the family the
+    model records (`zoo.registry.family_of_model`; a `.keras` file saved before models
+    recorded it, from its layer names). Raises ZooError for a model of no family that
+    exports.
     """
-    family = families.model_family(model)
-    if family in TRANSLATION_FAMILIES + IMAGE_FAMILIES:
-        return family
+    family = registry.family_of_model(model)
+    if family is not None and family.export_task in EXPORT_TASKS:
+        return family.name
     raise ZooError(
         "export: `obj` must be a zoo Transformer, RNNsearch, ConvS2S or ViT keras.Model (or the path "
         f"of a .keras file of one); received {type(model).__name__} "
@@ -239,7 +239,7 @@ def export(
             Default: the Transformer's position table size; 128 for RNNsearch.
         max_new_tokens: translation models: the most tokens generated ([END]
             included), when it differs from `max_length`: an imported Marian
-            folder's `generate` limit (`zoo.transformer.marian.export_folder`).
+            folder's `generate` limit (`zoo.transformer.weights.marian.export_folder`).
         jit_compile: translation models: decode with XLA inside the SavedModel
             (`zoo.export.translation`); ViT: run the model with XLA
             (`zoo.export.image`). Needs XLA JIT where it is served (TF
@@ -283,7 +283,7 @@ def export(
         return _save(obj, family, base, version, write, metadata)
     if quantize is not None:
         obj = int8.quantized_copy(obj, quantize)
-    if family in IMAGE_FAMILIES:
+    if registry.family_named(family).export_task == "image":
         if tokenizer is not None or target_tokenizer is not None:
             raise ZooError("export: a ViT takes no `tokenizer`/`target_tokenizer`.")
         module, signatures, metadata = image_export(obj, top_k, class_names, jit_compile)

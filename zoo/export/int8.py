@@ -49,6 +49,8 @@ def quantized_copy(model, mode="int8"):
     `model` itself is left as it is."""
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
+    if hasattr(model, "family"):  # the family the model records (Keras' clone drops it)
+        copy.family = model.family
     # Keras runs gc.collect() for every kernel it replaces, 0.2 s or more each in a process
     # holding a model; frozen objects are not scanned, which makes each collection cheap.
     gc.freeze()

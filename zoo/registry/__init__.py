@@ -25,42 +25,25 @@ from typing import Any, Callable
 
 from keras_attention.checks import ArgumentError
 from zoo.errors import ZooError
+from zoo.registry.family import (  # noqa: F401 - part of this module's API
+    _FAMILIES,
+    Family,
+    Lazy,
+    add_family,
+    check_search_space,
+    family_attr,
+    family_named,
+    family_of,
+    family_of_model,
+    package_family,
+    register_family,
+    register_search_space,
+    register_weights,
+)
 
 
 class UnknownModelError(ZooError):
     """`zoo.get` and friends were given a name that is not registered."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Lazy:
-    """A function named by its module, imported when first called: a family's builder,
-    recipe or weights hook, registered without importing Keras.
-
-    `Lazy("zoo.transformer.model", "build")(config)` is `zoo.transformer.model.build(config)`.
-    """
-
-    module: str
-    name: str
-
-    def resolve(self):
-        """The function itself (its module imported)."""
-        return getattr(importlib.import_module(self.module), self.name)
-
-    def __call__(self, *args, **kwargs):
-        return self.resolve()(*args, **kwargs)
-
-
-@dataclasses.dataclass(frozen=True)
-class Family:
-    """What the zoo knows about a family of configs: its recipe and its search space."""
-
-    name: str
-    compile_fn: Callable | None = None
-    search_space: Callable | None = None
-    read_weights: Callable | None = None
-    import_weights: Callable | None = None
-    import_config: Callable | None = None
-    import_tokenizers: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +62,6 @@ class Entry:
 
 
 _REGISTRY: dict[str, Entry] = {}
-_FAMILIES: dict[type, Family] = {}
 
 
 # === What the translation families' configs share ===
@@ -115,69 +97,6 @@ class TranslationConfig:
 
 
 # === Registration ===
-
-
-def register_family(config_class, name, compile_fn=None, search_space=None, read_weights=None,
-                    import_weights=None):
-    """Declare a config class as a model family with its recipe and search space.
-
-    Pretrained weights (`zoo.get(name, weights=path)`), one of two ways:
-    `read_weights`: `path -> checkpoint`, loaded into the entry's own model;
-    the checkpoint has `overrides(user_overrides) -> config overrides` and
-    `load_into(model, config, name)` (ViT, `zoo.vit.weights.checkpoint.Checkpoint`).
-    `import_weights(path, base_config, **overrides) -> (model, config)`: the
-    family builds the model from the folder itself (Transformer, `zoo.transformer.marian`);
-    then `import_config(path, base_config, **overrides) -> config` reads the
-    config alone, and `import_tokenizers(path) -> (source, target)` gives the
-    folder's own tokenizers (what fine-tuning such a model trains with).
-    """
-    _FAMILIES[config_class] = Family(name, compile_fn, search_space, read_weights, import_weights)
-
-
-def register_weights(config_class, read_weights=None, import_weights=None, import_config=None,
-                     import_tokenizers=None):
-    """Give a registered family its pretrained-weights hooks (see `register_family`).
-
-    The modules that read checkpoints sit above the families (they build
-    the family's models), so they register themselves: `zoo.vit.weights.pretrained`
-    for the ViT, `zoo.transformer.marian` for the Transformer.
-    """
-    family = _FAMILIES.get(config_class)
-    if family is None:
-        raise ZooError(f"{config_class.__name__} is not a model family; call register_family first.")
-    _FAMILIES[config_class] = dataclasses.replace(
-        family, read_weights=read_weights or family.read_weights,
-        import_weights=import_weights or family.import_weights,
-        import_config=import_config or family.import_config,
-        import_tokenizers=import_tokenizers or family.import_tokenizers,
-    )
-
-
-def register_search_space(config_class, search_space):
-    """Give the family of `config_class` its search space (`zoo.tuning` does, for the zoo's).
-
-    Args:
-        config_class: a config class registered with `register_family`.
-        search_space: a `zoo.tuning.SearchSpace` or a function
-            `(hp, fixed) -> dict of config overrides` (see `register`).
-    """
-    if config_class not in _FAMILIES:
-        raise ZooError(
-            f"{getattr(config_class, '__name__', config_class)!r} is not a registered family "
-            "config class; call register_family first."
-        )
-    _check_search_space(search_space)
-    _FAMILIES[config_class] = dataclasses.replace(
-        _FAMILIES[config_class], search_space=search_space
-    )
-
-
-def _check_search_space(search_space):
-    if search_space is not None and not callable(search_space):
-        raise ZooError(
-            "`search_space` must be a zoo.tuning.SearchSpace or a function "
-            f"(hp, fixed) -> dict of config overrides; received {search_space!r}."
-        )
 
 
 def register(
@@ -217,7 +136,7 @@ def register(
         raise ZooError(
             f"`config` must be a dataclass instance; received {type(config).__name__}."
         )
-    _check_search_space(search_space)
+    check_search_space(search_space)
     if name in _REGISTRY and not overwrite:
         warnings.warn(f"zoo.register: replacing the existing entry {name!r}.", stacklevel=2)
     _REGISTRY[name] = Entry(name, builder, config, reference, compile_fn, search_space)
@@ -297,20 +216,11 @@ def family(name):
     return family_of(_entry(name).config)
 
 
-def family_of(cfg):
-    """The `Family` of a config: its class's, else the nearest registered base class's
-    (a subclass of `TransformerConfig` keeps the Transformer's recipe), or None."""
-    for cls in type(cfg).__mro__:
-        if cls in _FAMILIES:
-            return _FAMILIES[cls]
-    return None
-
-
 def weights_overrides(name, weights, overrides):
     """The config overrides `get(name, weights=weights, **overrides)` builds with: the
     file's architecture fields and fine-tuning recipe under `overrides`, which win
     (ViT); a folder the family imports fixes its fields, and an override that
-    contradicts one raises a `ValueError` naming the field (Transformer, `zoo.transformer.marian`).
+    contradicts one raises a `ValueError` naming the field (Transformer, `zoo.transformer.weights.marian`).
     """
     import_config = family_attr(_entry(name).config, "import_config")
     if import_config is None:
@@ -338,12 +248,6 @@ def search_space(name):
     return item.search_space or family_attr(item.config, "search_space")
 
 
-def family_attr(cfg, attribute):
-    """The family of `cfg`'s `attribute` (`compile_fn`, `read_weights`, ...), or None."""
-    family = family_of(cfg)
-    return getattr(family, attribute) if family else None
-
-
 def __getattr__(name):
     # `get` builds models (Keras, strategies): its module loads when it is first asked for.
     if name == "get":
@@ -356,12 +260,16 @@ __all__ = [
     "Family",
     "Lazy",
     "UnknownModelError",
+    "add_family",
     "config",
     "entry",
     "family",
+    "family_named",
     "family_of",
+    "family_of_model",
     "get",
     "list",
+    "package_family",
     "register",
     "register_family",
     "register_search_space",

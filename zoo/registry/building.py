@@ -27,7 +27,7 @@ def get(name, *, weights=None, strategy=None, compile=True, **overrides):  # noq
             fine-tuning recipe; `overrides` still win (e.g. `image_size=384`
             resamples the position embeddings, `num_classes=K` makes a new head).
             Or a folder the family imports (Transformer: a Hugging Face Marian /
-            OPUS-MT folder, `zoo.transformer.marian`): the sizes come from the folder.
+            OPUS-MT folder, `zoo.transformer.weights.marian`): the sizes come from the folder.
         strategy: a `tf.distribute.Strategy` or a name of
             `zoo.distribute.STRATEGIES` (`"mirrored"`, ...); the model and its
             optimizer are created inside its scope, and `model.fit` then

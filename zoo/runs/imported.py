@@ -2,7 +2,7 @@
 
     zoo train transformer-base --weights opus-mt-en-de --data tsv:pairs.tsv
 
-A Hugging Face Marian / OPUS-MT folder (`zoo.transformer.marian`) fixes the model's
+A Hugging Face Marian / OPUS-MT folder (`zoo.transformer.weights.marian`) fixes the model's
 sizes and special ids (`config.json`: `</s>` = 0, padding = decoder start =
 V - 1) and brings its own tokenizers (`source.spm`, `target.spm`,
 `vocab.json`). Such a run
@@ -66,7 +66,7 @@ def training_section(section):
 
 
 def folder_tokenizers(name, weights):
-    """`(source, target)`: the tokenizers of the folder, as `zoo.transformer.marian.load_tokenizers` reads them."""
+    """`(source, target)`: the tokenizers of the folder, as `zoo.transformer.weights.marian.load_tokenizers` reads them."""
     return registry.family(name).import_tokenizers(weights)
 
 

@@ -125,8 +125,6 @@ class Seq2SeqConfig(registry.TranslationConfig):
         return embeddings + encoder + initial_state + attention + decoder + maxout + output
 
 
-registry.register_family(Seq2SeqConfig, "seq2seq", compile_fn=registry.Lazy("zoo.seq2seq.model", "compile_model"))
-
 _BUILD = registry.Lazy("zoo.seq2seq.model", "build")
 registry.register(
     "seq2seq-bahdanau",

@@ -37,10 +37,11 @@ import keras
 from keras import ops
 
 import keras_attention as ka
-from keras_attention.layers.pointer_generator import fixed_vocabulary_ids
+from zoo import moved
+from zoo.registry.model import FamilyModel
 from zoo.seq2seq.config import ATTENTIONS, MONOTONIC, Seq2SeqConfig  # noqa: F401 - also importable from here, as before
+from zoo.seq2seq.copying import copy_output, fixed_vocabulary
 from zoo.seq2seq.decoder import BahdanauDecoder
-from zoo.text.special import UNK_ID
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -129,20 +130,6 @@ def _make_layers(config):
     }
 
 
-def fixed_vocabulary(target, vocabulary_size):
-    """Decoder inputs in the extended vocabulary -> the fixed one: a copied token's id
-    `>= V` becomes `[UNK]` (See et al. 2017 feed `[UNK]` for a copied OOV word)."""
-    return fixed_vocabulary_ids(target, vocabulary_size, UNK_ID)
-
-
-def copy_output(layers, logits, alignments, source_extended, previous_states, embedded,
-                contexts):
-    """The pointer-generator's `log P` `(B, T, V + S)` (or one step, `(B, V + S)`): the switch
-    sees `[c_t; s_{t-1}; E y_{t-1}]`, the copy distribution is the alignment `α_t`."""
-    features = ops.concatenate([contexts, previous_states, embedded], axis=-1)
-    return layers["pointer_generator"](logits, alignments, source_extended, features)
-
-
 def build(config):
     """The functional `keras.Model` for a `Seq2SeqConfig` (layer names as in `_make_layers`)."""
     layers = _make_layers(config)
@@ -161,25 +148,7 @@ def build(config):
         inputs["source_extended"] = keras.Input((None,), dtype="int32", name="source_extended")
         logits = copy_output(layers, logits, alignments, inputs["source_extended"], previous,
                              embedded, contexts)
-    return keras.Model(inputs, logits, name="seq2seq_bahdanau")
-
-
-def compile_model(model, config):
-    """Adam with the gradient's global norm clipped, masked cross-entropy (with `copy`: the
-    mixture's negative log-likelihood), masked accuracy."""
-    if config.copy:
-        loss = ka.PointerGeneratorCrossentropy(config.target_vocab,
-                                               label_smoothing=config.label_smoothing)
-    else:
-        loss = ka.MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing)
-    model.compile(
-        optimizer=keras.optimizers.Adam(config.learning_rate,
-                                        global_clipnorm=config.global_clipnorm,
-                                        clipnorm=config.clipnorm),
-        loss=loss,
-        metrics=[ka.MaskedAccuracy()],
-        jit_compile=ka.backends.jit_compile(config.jit_compile),
-    )
+    return FamilyModel(inputs, logits, name="seq2seq_bahdanau", family="seq2seq")
 
 
 def attention_weights(model, inputs):
@@ -195,3 +164,7 @@ def attention_weights(model, inputs):
         embedded, annotations, initial_state, annotations_mask=source_mask
     )
     return {"decoder/alignment": ops.convert_to_numpy(alignments)}
+
+
+# `compile_model` moved to `recipe` (the family's shape); the old name still works.
+__getattr__ = moved.names_getattr(__name__)

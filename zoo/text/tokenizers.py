@@ -58,7 +58,7 @@ def load(directory):
         saved_type = json.loads(config_path.read_text(encoding="utf-8")).get("type", "wordpiece")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         raise ZooError(f"{config_path} is corrupt: not a JSON object") from None
-    if saved_type == IMPORTED:  # imported with a Marian model (zoo.transformer.marian)
+    if saved_type == IMPORTED:  # imported with a Marian model (zoo.transformer.weights.marian)
         return MarianTokenizer.load(directory)
     if check_name(saved_type) == "sentencepiece":
         return SentencePieceTokenizer.load(directory)

@@ -3,7 +3,7 @@
 Light (no Keras): `zoo list` and `zoo describe` read it. The model is built by
 `zoo.transformer.model.build` and compiled by its `compile_model`, which the
 registry imports when a model is first built (`zoo.registry.Lazy`); an OPUS-MT
-folder is imported by `zoo.transformer.marian` (`zoo.get(name, weights=FOLDER)`).
+folder is imported by `zoo.transformer.weights.marian` (`zoo.get(name, weights=FOLDER)`).
 """
 
 import dataclasses
@@ -156,16 +156,6 @@ class TransformerConfig(registry.TranslationConfig):
             + output
         )
 
-
-registry.register_family(TransformerConfig, "transformer", compile_fn=registry.Lazy("zoo.transformer.model", "compile_model"))
-
-# `zoo.get("transformer-base", weights=FOLDER)` builds the model from the folder; `zoo train
-# transformer-base --weights FOLDER` fine-tunes it with the folder's tokenizers.
-registry.register_weights(
-    TransformerConfig, import_weights=registry.Lazy("zoo.transformer.marian", "build_model"),
-    import_config=registry.Lazy("zoo.transformer.marian_config", "transformer_config"),
-    import_tokenizers=registry.Lazy("zoo.transformer.marian", "load_tokenizers"),
-)
 
 _BUILD = registry.Lazy("zoo.transformer.model", "build")
 _PAPER = "Vaswani et al., Attention Is All You Need, NeurIPS 2017, Table 3"

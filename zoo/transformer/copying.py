@@ -6,7 +6,7 @@ set aside for copying. The switch `p_gen = σ(w_cᵀ c_t + w_sᵀ s_t + w_xᵀ x
 the context under that distribution, `c_t = Σ_i a_{t,i} h_i` over the encoder outputs
 `h`, the decoder's output `s_t` (after its final norm, where there is one) and the
 decoder input's embedding `x_t` (token and position). Used by `zoo.transformer.model.build`
-and by the cached decoding step (`zoo.decode.copy_steps.CopyTransformerStep`), so both
+and by the cached decoding step (`zoo.transformer.decoding.CopyTransformerStep`), so both
 compute the same distribution.
 """
 

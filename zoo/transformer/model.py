@@ -6,7 +6,7 @@ logits `(B, T, V)`. With `copy=True` (a pointer-generator, `zoo.transformer.copy
 also `"source_extended"` int32 `(B, S)`, and the output is `log P` over the extended
 vocabulary, `(B, T, V + S)`.
 
-The config also expresses imported Marian (OPUS-MT) models (`zoo.transformer.marian`):
+The config also expresses imported Marian (OPUS-MT) models (`zoo.transformer.weights.marian`):
 swish or GELU feed-forward activations, sinusoidal positions in [sin | cos]
 halves, unscaled embeddings, a `final_logits_bias`, and special ids other
 than the zoo's (`pad_id`, `start_id`, `end_id`; Marian starts decoding from
@@ -17,7 +17,9 @@ its padding id, and its `</s>` is id 0).
 import keras
 
 import keras_attention as ka
+from zoo import moved
 from zoo.families import numbered_layers
+from zoo.registry.model import FamilyModel
 from zoo.transformer import copying
 from zoo.transformer.config import ACTIVATIONS, TransformerConfig  # noqa: F401 - also importable from here, as before
 from zoo.transformer.layers import FinalLogitsBias, PaddingMask
@@ -79,7 +81,7 @@ def build(config):
         pointer_generator = ka.PointerGenerator(dtype="float32", name="pointer_generator")
         logits = copying.copy_output(pointer_generator, logits, cross_weights, encoder_output,
                                      inputs["source_extended"], y, embedded)
-    return keras.Model(inputs, logits, name="transformer")
+    return FamilyModel(inputs, logits, name="transformer", family="transformer")
 
 
 def _embeddings(config):
@@ -142,27 +144,6 @@ def _output_logits(config, target_embedding, y):
     return keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
 
 
-def compile_model(model, config):
-    """The paper's recipe: Adam(0.9, 0.98, 1e-9), warm-up schedule, label smoothing 0.1
-    (with `copy`, on the mixture's negative log-likelihood)."""
-    schedule = ka.TransformerSchedule(
-        config.d_model, warmup_steps=config.warmup_steps, scale=config.learning_rate_scale
-    )
-    if config.copy:
-        loss = ka.PointerGeneratorCrossentropy(config.target_vocab, pad_id=config.pad_id,
-                                               label_smoothing=config.label_smoothing)
-    else:
-        loss = ka.MaskedSparseCategoricalCrossentropy(
-            label_smoothing=config.label_smoothing, pad_id=config.pad_id
-        )
-    model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-        loss=loss,
-        metrics=[ka.MaskedAccuracy(pad_id=config.pad_id)],
-        jit_compile=ka.backends.jit_compile(config.jit_compile),
-    )
-
-
 def attention_weights(model, inputs):
     """Every attention map of a Transformer for a batch, computed eagerly.
 
@@ -206,3 +187,7 @@ def attention_weights(model, inputs):
         weights[f"decoder_block_{i}/self_attention"] = keras.ops.convert_to_numpy(self_w)
         weights[f"decoder_block_{i}/cross_attention"] = keras.ops.convert_to_numpy(cross_w)
     return weights
+
+
+# `compile_model` moved to `recipe` (the family's shape); the old name still works.
+__getattr__ = moved.names_getattr(__name__)

@@ -210,11 +210,6 @@ def _check_pixel_statistics(config):
             raise ZooError(f"`pixel_std` must be positive; received pixel_std={value!r}.")
 
 
-registry.register_family(ViTConfig, "vit", compile_fn=registry.Lazy("zoo.vit.recipe", "compile_model"))
-
-# `zoo.get(name, weights=path)`: Google, timm and Hugging Face files.
-registry.register_weights(ViTConfig, read_weights=registry.Lazy("zoo.vit.weights.pretrained", "read"))
-
 _BUILD = registry.Lazy("zoo.vit.model", "build")
 _PAPER = "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021, Table 1"
 _SIZES = {

@@ -10,6 +10,7 @@ import numpy as np
 
 import keras_attention as ka
 from zoo.families import numbered_layers
+from zoo.registry.model import FamilyModel
 from zoo.vit.augmentation import Augmentation, ShiftedImages
 from zoo.vit.config import ViTConfig  # noqa: F401 - also importable from here, as before
 from zoo.vit.recipe import freeze_backbone
@@ -86,7 +87,7 @@ def build(config):
         representation = encoder_norm(representation)
     logits = keras.layers.Dense(config.num_classes, name="head")(representation)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
-    model = keras.Model(images, logits, name="vit")
+    model = FamilyModel(images, logits, name="vit", family="vit")
     if not config.trainable_backbone:
         freeze_backbone(model)
     return model

@@ -8,7 +8,7 @@ from zoo import locks, runs
 from zoo.cli.arguments import UserError
 from zoo.export import CTRANSLATE2, FORMATS, SAVED_MODEL
 from zoo.export import export as export_model
-from zoo.transformer import marian
+from zoo.transformer.weights import marian
 
 
 def run_export(args):

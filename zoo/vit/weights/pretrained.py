@@ -10,7 +10,6 @@ import pathlib
 
 from zoo import checkpoints as tensor_files
 from zoo import registry
-from zoo.vit import ViTConfig
 from zoo.vit.weights import huggingface as vit_huggingface
 from zoo.vit.weights import npz as vit_npz
 from zoo.vit.weights import timm as vit_timm
@@ -36,5 +35,3 @@ def load(name, path, **overrides):
     """
     return registry.get(name, weights=path, compile=False, **overrides)
 
-
-registry.register_weights(ViTConfig, read_weights=read)

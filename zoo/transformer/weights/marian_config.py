@@ -7,7 +7,7 @@ fields to `TransformerConfig`'s (`d_model`, `encoder_layers`, ... ->
 [sin | cos] sinusoidal positions, LayerNorm epsilon 1e-5, a final logits bias),
 `transformer_config` builds the config, and `generate_limit` reads how many
 tokens transformers' `generate` would return (`generation_config.json`).
-`zoo.transformer.marian` imports the whole folder with them.
+`zoo.transformer.weights.marian` imports the whole folder with them.
 """
 
 import dataclasses

@@ -9,7 +9,7 @@ swish feed-forward activations, sinusoidal positions in [sin | cos] halves,
 √D-scaled embeddings, a `final_logits_bias`, padding id = decoder start id,
 `</s>` = id 0, LayerNorm epsilon 1e-5.
 
-    model, source_tokenizer, target_tokenizer = zoo.transformer.marian.import_folder(folder)
+    model, source_tokenizer, target_tokenizer = zoo.transformer.weights.marian.import_folder(folder)
     model = zoo.get("transformer-base", weights=folder)  # the same model, compiled
     # Fine-tuning on a TSV with the folder's own tokenizers (`zoo.runs.imported`):
     #   zoo train transformer-base --weights FOLDER --data tsv:PAIRS.tsv
@@ -27,7 +27,7 @@ Weight layout (Hugging Face -> zoo; torch `Linear` weights are `(out, in)`):
     final_logits_bias (1, V)                   final_logits_bias/bias (V,)
     lm_head.weight (V, D), untied only         output_projection kernel (D, V)
 
-`config.json` becomes the `TransformerConfig` in `zoo.transformer.marian_config`
+`config.json` becomes the `TransformerConfig` in `zoo.transformer.weights.marian_config`
 (a config the family cannot express is refused with one line naming the field);
 this module reads the weights and the tokenizers, and imports and exports the folder.
 """
@@ -38,10 +38,9 @@ import warnings
 import numpy as np
 
 import zoo
-from zoo import checkpoints, registry, text, transformer
+from zoo import checkpoints, text, transformer
 from zoo.errors import ZooError
-from zoo.transformer import TransformerConfig
-from zoo.transformer.marian_config import (
+from zoo.transformer.weights.marian_config import (
     ACTIVATIONS,
     CONFIG_FILENAME,
     GENERATE_MAX_LENGTH,
@@ -53,7 +52,7 @@ from zoo.transformer.marian_config import (
     transformer_fields,
 )
 
-# The config half (`zoo.transformer.marian_config`) is importable from here too, as
+# The config half (`zoo.transformer.weights.marian_config`) is importable from here too, as
 # it was before it had a module of its own.
 __all__ = [
     "ACTIVATIONS",
@@ -265,8 +264,3 @@ def load_tokenizers(folder):
         tokenizers.append(tokenizer)
     return tuple(tokenizers)
 
-
-# `zoo.get("transformer-base", weights=FOLDER)` builds the model from the folder; `zoo train
-# transformer-base --weights FOLDER` fine-tunes it with the folder's tokenizers.
-registry.register_weights(TransformerConfig, import_weights=build_model,
-                          import_config=transformer_config, import_tokenizers=load_tokenizers)
