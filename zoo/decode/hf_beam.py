@@ -74,8 +74,7 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha):
         log_probs = forced_end(log_probs, ids, tf.repeat(at_limit, k), -float("inf"))
         vocabulary = log_probs.shape[-1] or tf.shape(log_probs)[-1]
         candidates = tf.reshape(log_probs, [batch, k, vocabulary]) + running_scores[:, :, None]
-        top_scores, top = blocked_top_k(tf.reshape(candidates, [batch, k * vocabulary]),
-                                        2 * k)  # (B, 2K)
+        top_scores, top = blocked_top_k(tf.reshape(candidates, [batch, k * vocabulary]), 2 * k)
         parent, token = top // vocabulary, top % vocabulary
         sequences = write_column(tf.gather(running, parent, batch_dims=1), t, token)
         finished = tf.equal(token, ids.end) | at_limit[:, None]  # (B, 2K)
