@@ -13,17 +13,19 @@ sources spread evenly over the run's held-out test split (every k-th: the split 
 interface strings to long messages) at each batch size, greedily and with
 beam 4 (the export's settings: its beam size, length penalty and limit), with output lengths
 as the model produces them. Milliseconds per sentence: the best of `--rounds` passes after a
-warm-up batch, the engines taking turns in each round; ratios to CTranslate2 float32 of the same batch and search, in the same run;
+warm-up batch, the engines taking turns in each round; ratios to CTranslate2 float32 of the
+same batch and search, in the same run;
 BLEU (sacrebleu) of each engine against the references; and, for every SavedModel, how many
-rows give the default export's ids. CTranslate2 runs with `intra_threads` = the cores, one
-translation at a time, on its default CPU backend (printed: MKL on Intel, its own kernels
-elsewhere); TensorFlow with its default thread pools. Needs the `deploy` extra (ctranslate2).
+rows give the default export's ids. CTranslate2 runs in a process of its own with
+`intra_threads` = the cores, one translation at a time, on its default CPU backend (MKL on
+Intel, its own kernels elsewhere); TensorFlow with its default thread pools. Needs the `deploy` extra (ctranslate2).
 """
 
 import argparse
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +45,7 @@ from zoo.runs import export_run  # noqa: E402
 from zoo.runs.rundir import read_config  # noqa: E402
 
 SEARCHES = {"greedy": 1, "beam": 4}
+PAUSE = 1.0  # seconds between two engines' passes (`measure`)
 
 
 class SavedModelEngine:
@@ -62,16 +65,34 @@ class SavedModelEngine:
 
 
 class CTranslate2Engine:
-    """A CTranslate2 export, `translate_batch` with the export's options."""
+    """A CTranslate2 export, `translate_batch` with the export's options, in a process of its
+    own (`--ctranslate2-worker`): in the process that runs the SavedModels, right after them,
+    its threads met TensorFlow's and it ran 2-5x slower."""
 
     def __init__(self, path):
-        self.exported = ctranslate2_runtime.load(path, intra_threads=os.cpu_count(),
-                                                 inter_threads=1)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--ctranslate2-worker", str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.process.stdout.readline().strip() != "ready":
+            raise SystemExit(f"the CTranslate2 worker did not start ({self.process.wait()})")
 
     def __call__(self, texts, search):
-        ids = self.exported.translate_ids(texts, beam_size=SEARCHES[search],
-                                          max_batch_size=len(texts))
-        return ids, self.exported.detokenize(ids)
+        self.process.stdin.write(json.dumps({"texts": texts, "search": search}) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        return reply["ids"], reply["translations"]
+
+
+def ctranslate2_worker(path):
+    """Serve `CTranslate2Engine`'s requests (JSON lines on stdin) with the export at `path`."""
+    exported = ctranslate2_runtime.load(path, intra_threads=os.cpu_count(), inter_threads=1)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        job = json.loads(line)
+        ids = exported.translate_ids(job["texts"], beam_size=SEARCHES[job["search"]],
+                                     max_batch_size=len(job["texts"]))
+        print(json.dumps({"ids": ids, "translations": exported.detokenize(ids)}), flush=True)
+    return 0
 
 
 def engines(args, work):
@@ -107,15 +128,17 @@ def one_pass(engine, texts, batch, search):
     return time.perf_counter() - start, rows, outputs
 
 
-def measure(made, texts, batch, search, rounds):
+def measure(made, texts, batch, search, rounds, pause=PAUSE):
     """`{name: (ms per sentence, ids, translations)}`: each engine's best of `rounds` passes,
     the engines taking turns in each round (so that a change in the machine's load during
-    the run falls on all of them alike)."""
+    the run falls on all of them alike), `pause` seconds apart: the threads of the engine
+    before may still spin for work (Intel's OpenMP, which CTranslate2 uses, for 200 ms)."""
     for engine in made.values():
         engine(texts[:batch], search)  # warm-up: the first call of a shape compiles or traces
     best = {}
     for _ in range(rounds):
         for name, engine in made.items():
+            time.sleep(pause)
             seconds, rows, outputs = one_pass(engine, texts, batch, search)
             if name not in best or seconds < best[name][0]:
                 best[name] = (seconds, rows, outputs)
@@ -179,6 +202,9 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--ctranslate2-worker"]:
+        return ctranslate2_worker(argv[1])
     args = parse_args(argv)
     results = run(args)
     if args.json:

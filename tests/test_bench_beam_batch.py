@@ -35,7 +35,7 @@ def test_the_engines_take_turns_in_each_round_and_keep_their_best_pass():
 
     texts = ["a", "bb", "ccc", "dddd", "eeeee"]
     measured = bench_beam_batch.measure({"x": engine("x"), "y": engine("y")}, texts, 2, "beam",
-                                        rounds=2)
+                                        rounds=2, pause=0)
     warm_up, passes = calls[:2], calls[2:]
     assert warm_up == [("x", 2), ("y", 2)]
     assert passes == [("x", 2), ("x", 2), ("x", 1), ("y", 2), ("y", 2), ("y", 1)] * 2
