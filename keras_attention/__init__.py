@@ -43,11 +43,17 @@ _NAMES = {
 
 
 def _load_all():
-    """Import every submodule of `_SUBMODULES` and bind the public names here."""
+    """Import every submodule of `_SUBMODULES` and bind the public names here.
+
+    Run too when Keras has been imported, which may be from inside one of the submodules
+    (`import keras_attention.schedules` before Keras): that one is still running then, its
+    names not yet defined; they are bound on first use (`__getattr__` runs this again)."""
     for name in _SUBMODULES:
         globals()[name] = importlib.import_module(f"keras_attention.{name}")
     for name, module in _NAMES.items():
-        globals()[name] = getattr(importlib.import_module(module), name)
+        loaded = importlib.import_module(module)
+        if hasattr(loaded, name):
+            globals()[name] = getattr(loaded, name)
 
 
 def __getattr__(name):

@@ -171,3 +171,18 @@ def test_the_parsers_choices_are_the_librarys():
     assert choices.FORMATS == tuple(export.FORMATS)
     assert choices.TUNERS == tuning.TUNERS
     assert config.LAYOUTS == positional.LAYOUTS
+
+
+def test_a_submodule_that_imports_keras_first_leaves_no_registration_warning():
+    # `zoo export` imported keras_attention.schedules before Keras: Keras's import, from inside
+    # it, ran the package's registration while the module was half-defined (a UserWarning).
+    code = """\
+import keras_attention.schedules
+import keras_attention
+print(keras_attention.BudgetSchedule.__name__, keras_attention.TransformerSchedule.__name__)
+"""
+    run = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == "BudgetSchedule TransformerSchedule\n"
+    assert "registering Keras objects" not in run.stderr
