@@ -20,9 +20,12 @@ ANSWER_TIMEOUT = 120_000  # ms: an answer on the page
 @pytest.fixture(scope="session")
 def browser():
     """A headless chromium driven by Playwright, for the session."""
-    pytest.importorskip("gradio", reason="needs the web extra: make test-web")
+    pytest.importorskip("gradio", reason=(
+        "zoo explore serves a Gradio page, and Gradio is in the optional web extra: "
+        "make test-web installs it (pip install -e '.[web]')"))
     sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="needs Playwright, of the web-test extra: make test-web")
+                                   reason="the page tests drive chromium with Playwright, in the optional "
+                                   "web-test extra: make test-web installs it")
     path = chromium()
     if path is None:
         pytest.skip("no browser: make test-web installs Debian's chromium with apt when it runs "

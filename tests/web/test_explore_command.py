@@ -12,7 +12,9 @@ SENTENCE = "dreihundertvierundzwanzig"
 
 
 def test_a_path_that_is_neither_a_run_nor_an_export_is_refused_in_one_line(tmp_path):
-    pytest.importorskip("gradio", reason="needs the web extra: make test-web")
+    pytest.importorskip("gradio", reason=(
+        "zoo explore serves a Gradio page, and Gradio is in the optional web extra: "
+        "make test-web installs it (pip install -e '.[web]')"))
     (tmp_path / "notes.txt").write_text("not a model\n")
     code, out, err = run_main("explore", tmp_path)
     assert code == 2 and out == ""
@@ -21,7 +23,9 @@ def test_a_path_that_is_neither_a_run_nor_an_export_is_refused_in_one_line(tmp_p
 
 
 def test_a_model_without_attention_weights_is_refused_in_one_line(tmp_path):
-    pytest.importorskip("gradio", reason="needs the web extra: make test-web")
+    pytest.importorskip("gradio", reason=(
+        "zoo explore serves a Gradio page, and Gradio is in the optional web extra: "
+        "make test-web installs it (pip install -e '.[web]')"))
     sizes = dict(attention="linear", num_encoder_layers=1, num_decoder_layers=1, d_model=16,
                  num_heads=2, intermediate_dim=32, vocabulary_size=60, max_length=12)
     settings = [argument for key, value in sizes.items() for argument in ("--set", f"{key}={value}")]

@@ -52,7 +52,9 @@ def _wait_until_served(process, url, log):
 def explore(path, log):
     """`zoo explore PATH --port P` in its own process (output appended to `log`) until the
     block ends: yields the page's URL once it answers."""
-    pytest.importorskip("gradio", reason="needs the web extra: make test-web")
+    pytest.importorskip("gradio", reason=(
+        "zoo explore serves a Gradio page, and Gradio is in the optional web extra: "
+        "make test-web installs it (pip install -e '.[web]')"))
     port = _free_port()
     with open(log, "ab") as output:
         process = subprocess.Popen(
