@@ -21,7 +21,7 @@ import tensorflow as tf
 import keras_attention as ka
 from zoo import registry, runs
 from zoo.runs import averaging, budget, interval, pacing, short_budget
-from zoo.runs.callbacks import RunCallbacks
+from zoo.runs.callbacks import RunCallbacks, TimeLimit
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -173,6 +173,45 @@ def test_the_callback_stops_training_where_the_time_ends_the_schedule():
     assert float(keras.ops.convert_to_numpy(schedule(30))) == 0.0
     last = 1e-3 / (30 - callback.warmup_steps)  # the last update of the linear decay
     assert float(keras.ops.convert_to_numpy(schedule(29))) == pytest.approx(last)
+
+
+class TickingLimit(TimeLimit):
+    """A time limit whose every reading of the clock comes 0.3 s after the one before."""
+
+    now = 0.0
+
+    def elapsed(self):
+        self.now += 0.3
+        return self.now
+
+
+def test_the_budget_ends_its_schedule_on_the_step_where_the_time_limit_stops(tmp_path):
+    """Time passes between the budget's callback and the time limit's (the history, the
+    checkpoints and the backup run between them): both decide on one reading of the clock
+    per step, so the schedule's total is the steps taken and its rate after them zero."""
+    run_callbacks = RunCallbacks({"time_limit": 0.2, "max_steps": None}, tmp_path, tmp_path,
+                                 tmp_path / "history.csv", has_validation=False)
+    run_callbacks.stop_time = limit = TickingLimit(12.0)
+    plan = budget.BudgetPlan("budget-linear", "test", 1e-3, 4000, 1, 1000, "test")
+    pace = pacing.Pace(epochs=1, steps_per_epoch=None, steps_done=0, spent_seconds=0.0,
+                       config={}, lines=[], plan=plan, schedule=ka.BudgetSchedule(1e-3, 1, 1000))
+    pace.attach(run_callbacks, tmp_path / "checkpoints")
+    callbacks = [pace.callback, limit]  # in RunCallbacks.in_order's order
+    model = types.SimpleNamespace(stop_training=False)
+    for callback in callbacks:
+        callback.set_model(model)
+        callback.on_train_begin()
+    steps = 0
+    while not model.stop_training:
+        for callback in callbacks:
+            callback.on_train_batch_begin(steps)
+        for callback in callbacks:
+            callback.on_train_batch_end(steps)
+        steps += 1
+    assert limit.stopped and run_callbacks.stopped_by() == "time_limit"
+    assert steps == 40 and pace.callback.total_steps == steps  # one reading a step: 12 s / 0.3
+    assert float(keras.ops.convert_to_numpy(pace.schedule(steps))) == 0.0
+    assert float(keras.ops.convert_to_numpy(pace.schedule(steps - 1))) > 0.0
 
 
 def test_the_callback_moves_the_warmup_only_while_it_lasts():

@@ -225,6 +225,9 @@ class StepPredictor:
     def after_step(self, steps):
         """`steps` taken in total: the corrected total when one is due, else None."""
         now = self.elapsed()
+        if now >= self.budget_seconds:  # spent, however few steps were timed: ends here
+            self._last = now
+            return steps
         if self._reference is None:
             if steps - self._begin_steps >= self.settle_steps:
                 self._reference = (now, steps)

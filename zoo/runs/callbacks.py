@@ -211,7 +211,12 @@ class StopAfterSteps(keras.callbacks.Callback):
 class TimeLimit(keras.callbacks.Callback):
     """Stops training once `seconds` of training have passed: `spent` before this `fit`
     (earlier calls of a resumed run, timing before `fit`) and the time in it (checked
-    after every batch)."""
+    after every batch).
+
+    The check reads the clock once per step (`step_elapsed`), and a time budget's
+    prediction (`zoo.runs.budget.StepPredictor`) reads that same reading: the budget ends
+    its schedule at the step where this stops training, whatever time passes between the
+    two callbacks."""
 
     def __init__(self, seconds, spent=0.0):
         super().__init__()
@@ -219,16 +224,27 @@ class TimeLimit(keras.callbacks.Callback):
         self.spent = spent
         self.start = None
         self.stopped = False
+        self._reading = None
 
     def elapsed(self):
         """The seconds of the limit used so far."""
         return self.spent + (time.monotonic() - self.start if self.start is not None else 0.0)
 
+    def step_elapsed(self):
+        """`elapsed()` as read at the end of the current step: read once, on first use."""
+        if self._reading is None:
+            self._reading = self.elapsed()
+        return self._reading
+
     def on_train_begin(self, logs=None):
         self.start = time.monotonic()
+        self._reading = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._reading = None
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.elapsed() > self.seconds:
+        if self.step_elapsed() >= self.seconds:
             self.model.stop_training = True
             self.stopped = True
 

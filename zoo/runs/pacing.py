@@ -66,7 +66,7 @@ class Pace:
         predictor = None
         if run_callbacks.stop_time is not None:
             predictor = budget.StepPredictor(run_callbacks.stop_time.seconds,
-                                             run_callbacks.stop_time.elapsed,
+                                             run_callbacks.stop_time.step_elapsed,
                                              bound=self.plan.bound)
         self.callback = budget.BudgetCallback(self.schedule, self.plan, self.steps_done, predictor)
         run_callbacks.add(self.callback, first=True)
