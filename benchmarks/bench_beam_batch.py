@@ -2,7 +2,7 @@
 and `--jit` SavedModels against CTranslate2 (float32 and int8) on the same weights.
 
     python benchmarks/bench_beam_batch.py RUN_DIR [--sentences 256] [--batches 1 8 32]
-        [--saved-model NAME=DIR ...] [--json OUT.json]
+        [--saved-model NAME=DIR ...] [--ctranslate2-env KEY=VALUE ...] [--json OUT.json]
 
 RUN_DIR is a trained Transformer run, e.g. `zoo train transformer-small --data gettext:es
 --time-limit 15`. The script exports it (into a temporary folder) as `zoo export RUN` (the
@@ -17,14 +17,22 @@ warm-up batch, the engines taking turns in each round; ratios to CTranslate2 flo
 same batch and search, in the same run;
 BLEU (sacrebleu) of each engine against the references; and, for every SavedModel, how many
 rows give the default export's ids. CTranslate2 runs in a process of its own with
-`intra_threads` = the cores, one translation at a time, on its default CPU backend (MKL on
-Intel, its own kernels elsewhere); TensorFlow with its default thread pools. Needs the `deploy` extra (ctranslate2).
+`intra_threads` = the cores, one translation at a time, on the CPU backend it chooses by
+default: Intel's MKL on Intel CPUs; oneDNN (DNNL) SGEMM with AVX2 kernels elsewhere, as on the
+AMD EPYC VMs, where MKL (`CT2_USE_MKL=1`) ran 2-8x slower and `CT2_FORCE_CPU_ISA=AVX512` within
+noise of the default. The output names the backend each CTranslate2 process chose (ISA, GEMM
+backend, compute type: from its log at `CT2_VERBOSE=1`), under the table and in the JSON
+(`ctranslate2_backend`); `--ctranslate2-env KEY=VALUE` (repeatable) sets an environment
+variable in the CTranslate2 processes only, e.g. `CT2_USE_MKL=1` or `CT2_FORCE_CPU_ISA=AVX512`
+to try another backend. TensorFlow with its default thread pools. Needs the `deploy` extra
+(ctranslate2).
 """
 
 import argparse
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,6 +54,12 @@ from zoo.runs.rundir import read_config  # noqa: E402
 
 SEARCHES = {"greedy": 1, "beam": 4}
 PAUSE = 1.0  # seconds between two engines' passes (`measure`)
+# The lines of CTranslate2's log (spdlog, `CT2_VERBOSE=1`) at its first model load that name its
+# backend, and the key each gets in `CTranslate2Engine.backend`.
+BACKEND_LINES = {"CPU": "cpu", "Selected ISA": "isa", "Use Intel MKL": "mkl",
+                 "SGEMM backend": "sgemm", "GEMM_S16 backend": "gemm_s16",
+                 "GEMM_S8 backend": "gemm_s8", "Selected compute type": "compute_type"}
+INFO_LINE = re.compile(r"\[ctranslate2\].*\[info\]\s+(?:- )?(?P<key>[^:]+):\s*(?P<value>.*)$")
 
 
 class SavedModelEngine:
@@ -67,14 +81,21 @@ class SavedModelEngine:
 class CTranslate2Engine:
     """A CTranslate2 export, `translate_batch` with the export's options, in a process of its
     own (`--ctranslate2-worker`): in the process that runs the SavedModels, right after them,
-    its threads met TensorFlow's and it ran 2-5x slower."""
+    its threads met TensorFlow's and it ran 2-5x slower. `env` goes into that process's
+    environment (`--ctranslate2-env`); `backend` is what its CTranslate2 chose
+    (`parse_backend`)."""
 
-    def __init__(self, path):
+    def __init__(self, path, env=None):
+        # CT2_VERBOSE last, over an `env` that sets it: without its log the worker cannot
+        # name the backend.
+        env = {**os.environ, **(env or {}), "CT2_VERBOSE": "1"}
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--ctranslate2-worker", str(path)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if self.process.stdout.readline().strip() != "ready":
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        word, _, backend = self.process.stdout.readline().strip().partition(" ")
+        if word != "ready":
             raise SystemExit(f"the CTranslate2 worker did not start ({self.process.wait()})")
+        self.backend = json.loads(backend or "{}")
 
     def __call__(self, texts, search):
         self.process.stdin.write(json.dumps({"texts": texts, "search": search}) + "\n")
@@ -83,10 +104,72 @@ class CTranslate2Engine:
         return reply["ids"], reply["translations"]
 
 
+def parse_backend(log):
+    """`{"cpu", "isa", "mkl", "sgemm", "gemm_s16", "gemm_s8", "compute_type"}` (those present)
+    from CTranslate2's log at `CT2_VERBOSE=1`: the CPU's vendor, the backends' names without
+    their details ("DNNL", not "DNNL (packed: false)"), MKL as a bool."""
+    backend = {}
+    for line in log.splitlines():
+        match = INFO_LINE.search(line)
+        key = match and BACKEND_LINES.get(match["key"].strip())
+        if key:
+            value = match["value"].strip()
+            if key == "mkl":
+                value = value == "true"
+            elif key != "compute_type":
+                value = value.split(" (")[0]  # "DNNL (packed: false)", "AuthenticAMD (SSE4.1=..."
+            backend[key] = value
+    return backend
+
+
+def describe_backend(backend):
+    """`SGEMM DNNL, ISA AVX2 (float32)`: the GEMM backend that the compute type uses (GEMM_S8
+    for int8 weights, SGEMM for float32), the ISA of CTranslate2's own kernels, the type."""
+    if not backend:
+        return "not named (no CTranslate2 log)"
+    compute = backend.get("compute_type", "")
+    gemm = "gemm_s8" if compute.startswith("int8") else (
+        "gemm_s16" if compute.startswith("int16") else "sgemm")
+    return (f"{gemm.upper()} {backend.get(gemm, '?')}, ISA {backend.get('isa', '?')}"
+            f" ({compute or '?'})")
+
+
+def backend_line(results):
+    """`CTranslate2 backend: ...`: `describe_backend` of each CTranslate2 engine in `results`,
+    and the `--ctranslate2-env` it ran with."""
+    described = "; ".join(describe_backend(backend)
+                          for backend in results["ctranslate2_backend"].values())
+    env = " ".join(f"{key}={value}" for key, value in results.get("ctranslate2_env", {}).items())
+    return f"CTranslate2 backend: {described}" + (f" (env {env})" if env else "")
+
+
+def load_logged(path):
+    """`(exported, backend)`: the export at `path` loaded with CTranslate2's log caught and
+    parsed. Its C++ logger writes to fd 2, not to `sys.stderr`: fd 2 points at a file during
+    the load; what else was written there (a warning, an error) goes on to stderr after."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            exported = ctranslate2_runtime.load(path, intra_threads=os.cpu_count(),
+                                                inter_threads=1)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            log = caught.read().decode("utf-8", "replace")
+            sys.stderr.write("".join(line for line in log.splitlines(keepends=True)
+                                     if not ("[ctranslate2]" in line and "[info]" in line)))
+    return exported, parse_backend(log)
+
+
 def ctranslate2_worker(path):
-    """Serve `CTranslate2Engine`'s requests (JSON lines on stdin) with the export at `path`."""
-    exported = ctranslate2_runtime.load(path, intra_threads=os.cpu_count(), inter_threads=1)
-    print("ready", flush=True)
+    """Serve `CTranslate2Engine`'s requests (JSON lines on stdin) with the export at `path`,
+    after a `ready {backend}` line."""
+    exported, backend = load_logged(path)
+    print("ready", json.dumps(backend), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
         ids = exported.translate_ids(job["texts"], beam_size=SEARCHES[job["search"]],
@@ -100,16 +183,17 @@ def engines(args, work):
     config = read_config(args.run)
     ids = config["model_config"]
     end_id, pad_id = ids["end_id"], ids["pad_id"]
+    env = dict(args.ctranslate2_env)
     made = {
         "saved-model": SavedModelEngine(export_run(args.run, to=work / "default", quiet=True),
                                         end_id, pad_id),
         "saved-model-jit": SavedModelEngine(
             export_run(args.run, to=work / "jit", jit_compile=True, quiet=True), end_id, pad_id),
         "ct2-float32": CTranslate2Engine(
-            export_run(args.run, to=work / "ct2", format="ctranslate2", quiet=True)),
+            export_run(args.run, to=work / "ct2", format="ctranslate2", quiet=True), env),
         "ct2-int8": CTranslate2Engine(
             export_run(args.run, to=work / "ct2-int8", format="ctranslate2", quantize="int8",
-                       quiet=True)),
+                       quiet=True), env),
     }
     for item in args.saved_model:
         name, _, path = item.partition("=")
@@ -153,10 +237,13 @@ def run(args):
     pairs = data.test_pairs[::step][:args.sentences]
     texts, references = [s for s, _ in pairs], [t for _, t in pairs]
     results = {"machine": cpu_description(), "run": str(args.run), "sentences": len(texts),
-               "rows": {}}
-    print(f"{args.run}: {len(texts)} held-out sentences; {results['machine']}", flush=True)
+               "ctranslate2_env": dict(args.ctranslate2_env), "rows": {}}
     with tempfile.TemporaryDirectory() as work:
         made = engines(args, pathlib.Path(work))
+        results["ctranslate2_backend"] = {name: engine.backend for name, engine in made.items()
+                                          if isinstance(engine, CTranslate2Engine)}
+        print(f"{args.run}: {len(texts)} held-out sentences; {results['machine']}; "
+              f"{backend_line(results)}", flush=True)
         for batch in args.batches:
             for search in SEARCHES:
                 measured = measure(made, texts, batch, search, args.rounds)
@@ -190,6 +277,14 @@ def table(results):
     return "\n".join(lines)
 
 
+def env_item(text):
+    """`("KEY", "VALUE")` of a `--ctranslate2-env KEY=VALUE`."""
+    key, equals, value = text.partition("=")
+    if not equals or not key or any(c.isspace() for c in key):
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=pathlib.Path)
@@ -197,6 +292,10 @@ def parse_args(argv):
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--saved-model", action="append", default=[], metavar="NAME=DIR")
+    parser.add_argument("--ctranslate2-env", action="append", default=[], type=env_item,
+                        metavar="KEY=VALUE",
+                        help="an environment variable of the CTranslate2 processes, e.g. "
+                             "CT2_USE_MKL=1 or CT2_FORCE_CPU_ISA=AVX512 (repeatable)")
     parser.add_argument("--json", type=pathlib.Path)
     return parser.parse_args(argv)
 
@@ -210,6 +309,7 @@ def main(argv=None):
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print(table(results))
+    print(backend_line(results))
     return 0
 
 
