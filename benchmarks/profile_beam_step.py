@@ -1,9 +1,9 @@
 """Where the time of one beam-search step goes, and how many rows a batch computes (issue #65).
 
     python benchmarks/profile_beam_step.py RUN_DIR [--sentences 256] [--batch 32] [--beam 4]
-        [--max-length 256] [--widths 16 32 256] [--jit]
+        [--max-length 256] [--widths 16 32 256] [--rows 1 2 4 ... 128] [--jit]
 
-RUN_DIR is a trained Transformer run. Two measurements:
+RUN_DIR is a trained Transformer run. Three measurements:
 
 1. **One step's parts**, each a `tf.function` of its own (XLA-compiled with `--jit`), timed
    alone at `batch × beam` rows (the median of 50 calls after a warm-up) for each cache
@@ -14,7 +14,9 @@ RUN_DIR is a trained Transformer run. Two measurements:
    caches' reorder by parent beam (`tf.gather` of every cache tensor). Each part's outputs
    are copied to NumPy once per call, which the decoder's (its caches) and the reorder's
    times include: inside the search these stay where they are.
-2. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
+2. **One decoder step against its rows** (`--rows`): the step at each row count, caches of
+   32 positions, every logit read (`step_by_rows`).
+3. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
    `zoo.decode.beam_search` in batches of `--batch`, with a spy on the decoder step that
    counts the rows of every step; against the rows a batch would compute if every step
    computed all of its `batch × beam` rows until its last sentence ends, as one loop over
@@ -100,6 +102,40 @@ def step_parts(run, sources, rows_per_sentence, width, jit):
     }
 
 
+def step_by_rows(run, sources, width, jit, counts, steps=16):
+    """ms of one decoder step (`TransformerStep.step`, caches of `width` positions) at each
+    row count in `counts`: a compiled loop of `steps` steps whose every logit is read (the
+    maximum of each row), as a search reads them; XLA would otherwise compute only the
+    logits it keeps. `sources` (B, S), cut to their longest, repeat to make the rows."""
+    stepper = decode_steps.stepper(run.model, use_cache=True)
+    longest = int(tf.reduce_max(tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1)))
+    sources = sources[:, :longest]
+    times = {}
+    for count in counts:
+        rows = tf.tile(sources, [-(-count // sources.shape[0]), 1])[:count]
+        state = stepper.prepare(rows, 1, width)
+        function = tf.function(_steps(stepper, count, width, steps), jit_compile=jit,
+                               autograph=False)
+        times[count] = median_ms(function, state, calls=15) / steps
+    return times
+
+
+def _steps(stepper, count, width, steps):
+    """`loop(state)`: `steps` decoder steps of `count` rows around position width / 2, the
+    sum of each row's largest logit."""
+    tokens = tf.fill([count], 5)
+
+    def body(t, total, state):
+        logits, state = stepper.step(tokens, t, state)
+        return t + 1, total + tf.reduce_sum(tf.reduce_max(logits, axis=-1)), state
+
+    def loop(state):
+        start = (tf.constant(width // 2 - steps // 2), tf.constant(0.0), state)
+        return tf.while_loop(lambda t, *_: t < width // 2 + steps // 2, body, start)[1]
+
+    return loop
+
+
 def rows_computed(run, ids, batch, beam, max_length):
     """(rows the search computed, rows a whole-batch loop would have) over `ids`."""
     counted = []  # each step's rows, appended as the graph runs
@@ -133,6 +169,7 @@ def main(argv=None):
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--widths", type=int, nargs="+", default=[16, 32, 256])
+    p.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128])
     p.add_argument("--jit", action="store_true")
     args = p.parse_args(argv)
     run = load_run(args.run_dir)
@@ -148,10 +185,16 @@ def main(argv=None):
     print("|---|" + "---:|" * len(args.widths))
     for part in parts[args.widths[0]]:
         print(f"| {part} | " + " | ".join(f"{parts[w][part]:.2f}" for w in args.widths) + " |")
+    by_rows = step_by_rows(run, ids[: args.batch], 32, args.jit, args.rows)
+    print("one decoder step against its rows (caches of 32 positions), ms:")
+    print("| rows | " + " | ".join(str(count) for count in by_rows) + " |")
+    print("|---|" + "---:|" * len(by_rows))
+    print("| ms | " + " | ".join(f"{ms:.2f}" for ms in by_rows.values()) + " |")
     computed, whole = rows_computed(run, ids, args.batch, args.beam, args.max_length)
     print(f"rows computed over {len(texts)} sentences: {computed:,} (a whole-batch loop: "
           f"{whole:,}, {whole / computed:.2f}x)")
-    print(json.dumps({"parts": parts, "rows": computed, "whole_batch_rows": whole}))
+    print(json.dumps({"parts": parts, "step_by_rows": by_rows, "rows": computed,
+                      "whole_batch_rows": whole}))
 
 
 if __name__ == "__main__":
