@@ -14,8 +14,9 @@ RUN_DIR is a trained Transformer run. Three measurements:
    caches' reorder by parent beam (`tf.gather` of every cache tensor). Each part's outputs
    are copied to NumPy once per call, which the decoder's (its caches) and the reorder's
    times include: inside the search these stay where they are.
-2. **One decoder step against its rows** (`--rows`): the step at each row count, caches of
-   32 positions, every logit read (`step_by_rows`).
+2. **One decoder step against its rows** (`--rows`): the step, its blocks alone and its
+   output layer alone at each row count, caches of 32 positions, every logit read
+   (`step_by_rows`).
 3. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
    `zoo.decode.beam_search` in batches of `--batch`, with a spy on the decoder step that
    counts the rows of every step; against the rows a batch would compute if every step
@@ -102,32 +103,54 @@ def step_parts(run, sources, rows_per_sentence, width, jit):
     }
 
 
+PARTS = ("step", "blocks", "logits")  # `step_by_rows`'s parts of the decoder step
+
+
 def step_by_rows(run, sources, width, jit, counts, steps=16):
-    """ms of one decoder step (`TransformerStep.step`, caches of `width` positions) at each
-    row count in `counts`: a compiled loop of `steps` steps whose every logit is read (the
-    maximum of each row), as a search reads them; XLA would otherwise compute only the
-    logits it keeps. `sources` (B, S), cut to their longest, repeat to make the rows."""
+    """`{part: {rows: ms}}`: one decoder step (`TransformerStep.step`, caches of `width`
+    positions; "blocks": its embedding and blocks alone, "logits": its output layer alone) at
+    each row count in `counts`. Each is a compiled loop of `steps` steps whose every output is
+    read (the maximum of each row), as a search reads the logits: XLA would otherwise compute
+    only the logits it keeps. The parts are timed in turn, 15 rounds, so that a change of the
+    machine's speed falls on all of them. `sources` (B, S), cut to their longest, repeat to
+    make the rows."""
     stepper = decode_steps.stepper(run.model, use_cache=True)
     longest = int(tf.reduce_max(tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1)))
     sources = sources[:, :longest]
-    times = {}
+    made = {}
     for count in counts:
         rows = tf.tile(sources, [-(-count // sources.shape[0]), 1])[:count]
         state = stepper.prepare(rows, 1, width)
-        function = tf.function(_steps(stepper, count, width, steps), jit_compile=jit,
-                               autograph=False)
-        times[count] = median_ms(function, state, calls=15) / steps
-    return times
+        for part in PARTS:
+            function = tf.function(_steps(stepper, count, width, steps, part),
+                                   jit_compile=jit, autograph=False)
+            function(state)  # trace, compile
+            made[part, count] = (function, state)
+    times = {key: [] for key in made}
+    for _ in range(15):
+        for key, (function, state) in made.items():
+            start = time.perf_counter()
+            function(state).numpy()
+            times[key].append(1000 * (time.perf_counter() - start) / steps)
+    return {part: {count: statistics.median(times[part, count]) for count in counts}
+            for part in PARTS}
 
 
-def _steps(stepper, count, width, steps):
-    """`loop(state)`: `steps` decoder steps of `count` rows around position width / 2, the
-    sum of each row's largest logit."""
+def _steps(stepper, count, width, steps, part):
+    """`loop(state)`: `steps` decoder steps (or their `part`) of `count` rows around position
+    width / 2, the sum of each row's largest output."""
     tokens = tf.fill([count], 5)
+    y = tf.random.stateless_normal([count, 1, stepper.target_embedding.embedding_dim], (1, 2))
 
     def body(t, total, state):
-        logits, state = stepper.step(tokens, t, state)
-        return t + 1, total + tf.reduce_sum(tf.reduce_max(logits, axis=-1)), state
+        if part == "step":
+            outputs, state = stepper.step(tokens, t, state)
+        elif part == "blocks":
+            outputs, state, _, _ = stepper.decode_token(tokens, t, state)
+        else:  # the output layer on a vector that changes with t, so XLA keeps it in the loop
+            outputs = stepper.logits(y + 1e-3 * tf.cast(t, y.dtype))
+        outputs = tf.reshape(outputs, [count, -1])
+        return t + 1, total + tf.reduce_sum(tf.reduce_max(outputs, axis=-1)), state
 
     def loop(state):
         start = (tf.constant(width // 2 - steps // 2), tf.constant(0.0), state)
@@ -187,9 +210,10 @@ def main(argv=None):
         print(f"| {part} | " + " | ".join(f"{parts[w][part]:.2f}" for w in args.widths) + " |")
     by_rows = step_by_rows(run, ids[: args.batch], 32, args.jit, args.rows)
     print("one decoder step against its rows (caches of 32 positions), ms:")
-    print("| rows | " + " | ".join(str(count) for count in by_rows) + " |")
-    print("|---|" + "---:|" * len(by_rows))
-    print("| ms | " + " | ".join(f"{ms:.2f}" for ms in by_rows.values()) + " |")
+    print("| rows | " + " | ".join(str(count) for count in args.rows) + " |")
+    print("|---|" + "---:|" * len(args.rows))
+    for part, times in by_rows.items():
+        print(f"| {part} | " + " | ".join(f"{ms:.2f}" for ms in times.values()) + " |")
     computed, whole = rows_computed(run, ids, args.batch, args.beam, args.max_length)
     print(f"rows computed over {len(texts)} sentences: {computed:,} (a whole-batch loop: "
           f"{whole:,}, {whole / computed:.2f}x)")
