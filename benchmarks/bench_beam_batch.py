@@ -47,6 +47,7 @@ sys.path.insert(0, str(HERE.parent))
 from engine_processes import cpu_description  # noqa: E402 - after the path
 
 from zoo import decode  # noqa: E402
+from zoo.cli import quiet  # noqa: E402
 from zoo.datasets.preparation import load_run_data  # noqa: E402
 from zoo.export import ctranslate2_runtime  # noqa: E402
 from zoo.runs import export_run  # noqa: E402
@@ -147,21 +148,16 @@ def load_logged(path):
     """`(exported, backend)`: the export at `path` loaded with CTranslate2's log caught and
     parsed. Its C++ logger writes to fd 2, not to `sys.stderr`: fd 2 points at a file during
     the load; what else was written there (a warning, an error) goes on to stderr after."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
-            exported = ctranslate2_runtime.load(path, intra_threads=os.cpu_count(),
-                                                inter_threads=1)
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            caught.seek(0)
-            log = caught.read().decode("utf-8", "replace")
-            sys.stderr.write("".join(line for line in log.splitlines(keepends=True)
-                                     if not ("[ctranslate2]" in line and "[info]" in line)))
+    logs = []
+
+    def release(log):
+        logs.append(log)
+        sys.stderr.write("".join(line for line in log.splitlines(keepends=True)
+                                 if not ("[ctranslate2]" in line and "[info]" in line)))
+
+    with quiet.fd2_captured(release):
+        exported = ctranslate2_runtime.load(path, intra_threads=os.cpu_count(), inter_threads=1)
+    (log,) = logs
     return exported, parse_backend(log)
 
 

@@ -60,6 +60,19 @@ def start_up_lines_filtered():
     if "tensorflow" in sys.modules or wanted():
         yield
         return
+    with fd2_captured(_write_kept):
+        try:
+            yield
+        finally:
+            if "tensorflow" in sys.modules:
+                _first_use()
+
+
+@contextlib.contextmanager
+def fd2_captured(release):
+    """Run the block with file descriptor 2 pointing at a temporary file, then point it back
+    and call `release(text)` with what was written there, also when the block raises. C++
+    libraries (TensorFlow's, CTranslate2's) log to the descriptor, not to `sys.stderr`."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
@@ -67,29 +80,30 @@ def start_up_lines_filtered():
         try:
             yield
         finally:
-            try:
-                if "tensorflow" in sys.modules:
-                    _first_use()
-            finally:
-                sys.stderr.flush()
-                os.dup2(saved, 2)
-                os.close(saved)
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
             captured.seek(0)
-            kept = without_notices(captured.read().decode("utf-8", errors="replace"))
-            if kept:
-                sys.stderr.write("".join(kept))
-                sys.stderr.flush()
+            release(captured.read().decode("utf-8", errors="replace"))
+
+
+def _write_kept(text):
+    """Write `text` to `sys.stderr` but for TensorFlow's notices (`without_notices`)."""
+    kept = without_notices(text)
+    if kept:
+        sys.stderr.write("".join(kept))
+        sys.stderr.flush()
 
 
 def without_notices(text):
     """The lines of `text` but TensorFlow's start-up lines and its two first-use notices
     (the cuInit one only where TensorFlow said it found no CUDA drivers)."""
     lines = text.splitlines(keepends=True)
-    no_cuda = any(NO_CUDA.fullmatch(line.rstrip("\n")) for line in lines)
-    return [line for line in lines
-            if not START_UP_LINE.fullmatch(line.rstrip("\n"))
-            and not INT64_NOTICE.fullmatch(line.rstrip("\n"))
-            and not (no_cuda and CUINIT_FAILED.fullmatch(line.rstrip("\n")))]
+    bare = [line.rstrip("\n") for line in lines]
+    no_cuda = any(NO_CUDA.fullmatch(line) for line in bare)
+    return [line for line, plain in zip(lines, bare)
+            if not (START_UP_LINE.fullmatch(plain) or INT64_NOTICE.fullmatch(plain)
+                    or (no_cuda and CUINIT_FAILED.fullmatch(plain)))]
 
 
 def _first_use():
