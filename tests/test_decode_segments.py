@@ -103,6 +103,18 @@ def test_the_ids_and_scores_are_those_of_the_whole_batch(search):
     assert record[-1][0] == copies  # the longest sentence ends alone
 
 
+def test_the_first_beam_step_computes_one_row_per_sentence():
+    """Only beam 0 is live at the first step: it runs at B rows, then B·K, with the ids and
+    scores of a stepper without `CONTEXT`, which computes B·K rows from the first step."""
+    lengths = [2, 17, 9, 1, 5]
+    tokens, score, record = decoded(EndsAtItsLength, lengths, 24, "beam")
+    whole_tokens, whole_score, whole_record = decoded(WholeBatch, lengths, 24, "beam")
+    assert [r for r, _ in record[:2]] == [5, 10], record  # B, then B·K (K = 2)
+    assert whole_record[0][0] == 10
+    np.testing.assert_array_equal(tokens, whole_tokens)
+    np.testing.assert_allclose(score, whole_score, rtol=1e-6)
+
+
 def test_sampling_keeps_every_row_in_its_place():
     record = []
     stepper = EndsAtItsLength(record)

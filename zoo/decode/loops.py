@@ -9,7 +9,10 @@ search is `zoo.decode.hf_beam`; the pieces the loops share are in `zoo.decode.se
 
 import tensorflow as tf
 
+from keras_attention.ops import repeat_rows
+from keras_attention.xla import in_xla_context
 from zoo.decode import segments
+from zoo.decode import steps as decode_steps
 from zoo.decode.search_steps import blocked_top_k, forced_end, pad_column, write_column
 
 NEG = -1e9  # log-probability of impossible hypotheses (finite: no inf - inf or 0 * inf)
@@ -113,10 +116,9 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha, jit=False):
     """GNMT beam search (see `zoo.decode.beam_search`): `(tokens (B, width), scores (B,))`.
 
     Finished sentences leave the batch (`zoo.decode.segments`, whose segments XLA
-    compiles with `jit`)."""
+    compiles with `jit`). The first step computes one row per sentence (`_first_step`)."""
     batch, k = tf.shape(source)[0], beam_size
     # Every per-hypothesis tensor has B·K rows: b·K + k.
-    state = stepper.prepare(source, k, segments.first_width(stepper, width))
     last = tf.fill([batch * k], ids.start)  # (B·K,) the decoder input at step t
     alive = tf.fill([batch, k, width], ids.pad)  # live hypotheses
     # Only beam 0 is live at first, so the first step does not pick K copies of one token.
@@ -125,39 +127,85 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha, jit=False):
     )  # (B, K)
     ended = tf.zeros([batch], tf.int32)  # d: hypotheses that ended so far
     best, best_score = tf.fill([batch, width], ids.pad), tf.fill([batch], NEG)
-    max_penalty = length_penalty(limit, alpha)  # (B,)
+    variables = (last, alive, alive_log_probs, ended, best, best_score, tf.less_equal(limit, 0),
+                 limit, length_penalty(limit, alpha))
+    first = _first_step(stepper, source, segments.first_width(stepper, width), ids, k, alpha,
+                        variables, jit)
 
     def keep_going(t, *variables):
         return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(variables[6])))
 
-    def step(stepper, t, last, alive, alive_log_probs, ended, best, best_score, done, limit,
-             max_penalty, state):
-        logits, state = stepper.step(last, t, state)  # (B·K, V)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = tf.where(pad_column(log_probs, ids.pad), NEG, log_probs)
-        log_probs = forced_end(log_probs, ids, tf.repeat(t + 1 >= limit, k), NEG)
-        parent, token, top_log_probs, kept = _extend(log_probs, alive_log_probs, ended, done, k)
-        token = tf.where(kept, token, ids.pad)
-        hypotheses = write_column(tf.gather(alive, parent, batch_dims=1), t, token)  # (B, K, L)
-        has_ended = kept & tf.equal(token, ids.end)
-        finishing = has_ended | (kept & (t + 1 >= limit)[:, None])  # [END] or the length limit
-        best, best_score = _best_ended(hypotheses, top_log_probs, finishing, t, alpha, best,
-                                       best_score)
-        ended += tf.reduce_sum(tf.cast(has_ended, tf.int32), axis=1)
-        alive_log_probs = tf.where(kept & tf.logical_not(finishing), top_log_probs, NEG)
-        best_alive = tf.reduce_max(alive_log_probs, axis=1)  # (B,)
-        done = (
-            done | (ended >= k) | (t + 1 >= limit) | (best_alive <= NEG / 2)
-            | (best_alive / max_penalty < best_score)  # no live hypothesis can win any more
-        )
-        alive_log_probs = tf.where(done[:, None], NEG, alive_log_probs)
-        rows = tf.reshape(tf.range(tf.shape(done)[0])[:, None] * k + parent, [-1])  # (B·K,)
+    def step(stepper, t, *variables):
+        logits, state = stepper.step(variables[0], t, variables[-1])  # (B·K, V)
+        variables, rows = _advance(ids, k, alpha, t, logits, *variables[:-1])
         state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
-        return (t + 1, tf.reshape(token, [-1]), hypotheses, alive_log_probs, ended, best,
-                best_score, done, limit, max_penalty, state)
+        return (t + 1, *variables, state)
 
-    variables = (last, alive, alive_log_probs, ended, best, best_score, tf.less_equal(limit, 0),
-                 limit, max_penalty)
-    search = segments.Search(step, keep_going, variables, done=6, per_hypothesis=(0,),
+    search = segments.Search(step, keep_going, first.variables, done=6, per_hypothesis=(0,),
                              results=(4, 5), copies=k)
-    return segments.run(search, stepper, state, width, jit)
+    return segments.run(search, first.stepper, first.state, width, jit, t=first.t)
+
+
+class _Start(tuple):
+    """Where the beam search's loop starts: `(stepper, state, variables, t)`."""
+
+    stepper = property(lambda self: self[0])
+    state = property(lambda self: self[1])
+    variables = property(lambda self: self[2])
+    t = property(lambda self: self[3])
+
+
+def _first_step(stepper, source, cache_width, ids, k, alpha, variables, jit):
+    """The search's first step at one row per sentence, where only beam 0 is live: the K rows
+    of a sentence would compute the same logits and state K times (at batch 32, beam 4, a
+    step of 128 rows where 32 give the same). Its logits, its state and the stepper's per-row
+    context (`steps.context`) are then copied K times; every kept hypothesis has beam 0 for
+    parent, so the copies need no reorder. Compiled by XLA with `jit`, as the segments are.
+    A stepper without `CONTEXT` starts at B·K rows (t = 0). Returns a `_Start`."""
+    if not decode_steps.has_context(stepper):
+        return _Start((stepper, stepper.prepare(source, k, cache_width), variables, 0))
+    state = stepper.prepare(source, 1, cache_width)
+
+    def first(state, variables):
+        logits, state = stepper.step(tf.fill([tf.shape(source)[0]], ids.start), 0, state)
+        variables, _ = _advance(ids, k, alpha, 0, repeat_rows(logits, k), *variables)
+        return variables, state
+
+    if jit and not in_xla_context():
+        first = tf.function(first, jit_compile=True, autograph=False)
+    variables, state = first(state, variables)
+
+    def copied(tensor):
+        return repeat_rows(tensor, k)
+
+    stepper = decode_steps.with_context(
+        stepper, tf.nest.map_structure(copied, decode_steps.context(stepper)))
+    return _Start((stepper, tf.nest.map_structure(copied, state), variables, 1))
+
+
+def _advance(ids, k, alpha, t, logits, last, alive, alive_log_probs, ended, best, best_score,
+             done, limit, max_penalty):
+    """One step of the search on its logits `(B·K, V)`: the variables after step t, and the
+    rows `(B·K,)` of the hypotheses' parents, by which the stepper's state is reordered."""
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    log_probs = tf.where(pad_column(log_probs, ids.pad), NEG, log_probs)
+    log_probs = forced_end(log_probs, ids, tf.repeat(t + 1 >= limit, k), NEG)
+    parent, token, top_log_probs, kept = _extend(log_probs, alive_log_probs, ended, done, k)
+    token = tf.where(kept, token, ids.pad)
+    hypotheses = write_column(tf.gather(alive, parent, batch_dims=1), t, token)  # (B, K, L)
+    has_ended = kept & tf.equal(token, ids.end)
+    finishing = has_ended | (kept & (t + 1 >= limit)[:, None])  # [END] or the length limit
+    best, best_score = _best_ended(hypotheses, top_log_probs, finishing, t, alpha, best,
+                                   best_score)
+    ended += tf.reduce_sum(tf.cast(has_ended, tf.int32), axis=1)
+    alive_log_probs = tf.where(kept & tf.logical_not(finishing), top_log_probs, NEG)
+    best_alive = tf.reduce_max(alive_log_probs, axis=1)  # (B,)
+    done = (
+        done | (ended >= k) | (t + 1 >= limit) | (best_alive <= NEG / 2)
+        | (best_alive / max_penalty < best_score)  # no live hypothesis can win any more
+    )
+    alive_log_probs = tf.where(done[:, None], NEG, alive_log_probs)
+    rows = tf.reshape(tf.range(tf.shape(done)[0])[:, None] * k + parent, [-1])  # (B·K,)
+    variables = (tf.reshape(token, [-1]), hypotheses, alive_log_probs, ended, best, best_score,
+                 done, limit, max_penalty)
+    return variables, rows

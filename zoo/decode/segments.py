@@ -60,23 +60,25 @@ class Search:
         self.copies, self.drop_finished = copies, drop_finished
 
 
-def run(search, stepper, state, width, jit=False):
+def run(search, stepper, state, width, jit=False, t=0):
     """Run `search` to its end; returns its `results` for the whole batch, in its order.
 
     `state` is the stepper's state for caches of `first_width(stepper, width)` positions;
-    `width` the output's (a Python int, or a scalar tensor outside XLA).
+    `width` the output's (a Python int, or a scalar tensor outside XLA); `t` the first step
+    (a search may take its first steps itself: the beam search's first is at one row per
+    sentence).
 
     Inside one XLA program (a caller's `jit_compile` function), where shapes cannot change
     in a loop, the caches grow (`search_steps.growing_loop`) and the batch stays whole.
     """
     if in_xla_context():
-        return _whole_batch(search, stepper, state, width)
+        return _whole_batch(search, stepper, state, width, t)
     shrink = search.drop_finished and decode_steps.has_context(stepper)
     context = decode_steps.context(stepper) if shrink else ()
     variables = search.variables
     slots = tf.range(tf.shape(variables[search.done])[0])
     results = tuple(variables[i] for i in search.results)
-    start = (tf.constant(0), tf.convert_to_tensor(first_width(stepper, width)), slots, results,
+    start = (tf.constant(t), tf.convert_to_tensor(first_width(stepper, width)), slots, results,
              variables, state, context)
 
     def keep_going(t, cache_width, slots, results, variables, state, context):
@@ -103,7 +105,7 @@ def run(search, stepper, state, width, jit=False):
     return end[3]
 
 
-def _whole_batch(search, stepper, state, width):
+def _whole_batch(search, stepper, state, width, t):
     """`run` without dropping sentences: a `tf.while_loop` per cache width."""
 
     def keep_going(t, *variables):
@@ -112,7 +114,7 @@ def _whole_batch(search, stepper, state, width):
     def step(t, *variables):
         return search.step(stepper, t, *variables)
 
-    start = (tf.constant(0), *search.variables, state)
+    start = (tf.constant(t), *search.variables, state)
     end = growing_loop(keep_going, step, start, stepper, cache_widths(stepper, width))
     return tuple(end[1 + i] for i in search.results)
 
