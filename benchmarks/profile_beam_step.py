@@ -2,6 +2,7 @@
 
     python benchmarks/profile_beam_step.py RUN_DIR [--sentences 256] [--batch 32] [--beam 4]
         [--max-length 256] [--widths 16 32 256] [--rows 1 2 4 ... 128] [--jit]
+        [--ctranslate2 EXPORT_DIR]
 
 RUN_DIR is a trained Transformer run. Three measurements:
 
@@ -16,16 +17,19 @@ RUN_DIR is a trained Transformer run. Three measurements:
    times include: inside the search these stay where they are.
 2. **One decoder step against its rows** (`--rows`): the step, its blocks alone and its
    output layer alone at each row count, caches of 32 positions, every logit read
-   (`step_by_rows`).
+   (`step_by_rows`). With `--ctranslate2`, beside them, one greedy step of that CTranslate2
+   export of the same run at each row count (`ctranslate2_step_by_rows`).
 3. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
    `zoo.decode.beam_search` in batches of `--batch`, with a spy on the decoder step that
    counts the rows of every step; against the rows a batch would compute if every step
    computed all of its `batch × beam` rows until its last sentence ends, as one loop over
-   the whole batch does (before `zoo.decode.segments`).
+   the whole batch does (before `zoo.decode.segments`), and against the live rows, those
+   whose hypothesis goes on (what a search that computed nothing else would compute).
 """
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import sys
@@ -43,6 +47,7 @@ from zoo import decode  # noqa: E402
 from zoo.datasets.preparation import load_run_data  # noqa: E402
 from zoo.decode import loops, search_steps  # noqa: E402
 from zoo.decode import steps as decode_steps  # noqa: E402
+from zoo.export import ctranslate2_runtime  # noqa: E402
 from zoo.runs.rundir import load_run  # noqa: E402
 from zoo.text.ids import encode_sources  # noqa: E402
 
@@ -160,28 +165,62 @@ def _steps(stepper, count, width, steps, part):
 
 
 def rows_computed(run, ids, batch, beam, max_length):
-    """(rows the search computed, rows a whole-batch loop would have) over `ids`."""
-    counted = []  # each step's rows, appended as the graph runs
+    """`(rows the search computed, rows a whole-batch loop would have, live rows)` over `ids`:
+    a live row holds a hypothesis that goes on (its input is neither `[END]` nor padding;
+    at the first step, one per sentence), the rows a search that computed nothing else
+    would compute."""
+    counted = []  # each step's (rows, live rows), appended as the graph runs
     real_step = decode_steps.TransformerStep.step
+    ended = (run.config["model_config"]["end_id"], run.config["model_config"]["pad_id"])
+
+    def count(tokens, t):
+        live = np.isin(tokens.numpy(), ended, invert=True).sum() if int(t) else None
+        counted.append((len(tokens), live))
+        return 0
 
     def spy(self, tokens, t, caches):
-        seen = tf.py_function(lambda rows: counted.append(int(rows)) or 0, [tf.shape(tokens)[0]],
-                              tf.int32)
+        seen = tf.py_function(count, [tokens, t], tf.int32)
         with tf.control_dependencies([seen]):
             return real_step(self, tf.identity(tokens), t, caches)
 
     decode_steps.TransformerStep.step = spy
-    computed = whole = 0
+    computed = whole = live = 0
     try:
         for i in range(0, len(ids), batch):
             source = ids[i:i + batch]
             counted.clear()
             decode.beam_search(run.model, source, beam, max_length=max_length)
-            computed += sum(counted)
+            computed += sum(rows for rows, _ in counted)
             whole += len(counted) * int(source.shape[0]) * beam
+            live += sum(int(source.shape[0]) if n is None else int(n) for _, n in counted)
     finally:
         decode_steps.TransformerStep.step = real_step
-    return computed, whole
+    return computed, whole, live
+
+
+def ctranslate2_step_by_rows(path, text, counts, short=8, long=40):
+    """`{rows: ms}`: one greedy step of the CTranslate2 export at `path` at each row count,
+    `text` repeated to make the rows, every translation forced to `short` and to `long`
+    tokens (`min_decoding_length` = `max_decoding_length`): the difference of the two
+    times (medians of 9) over `long - short` steps, without the encoder and the set-up."""
+    exported = ctranslate2_runtime.load(path, intra_threads=os.cpu_count(), inter_threads=1)
+    pieces = exported.source_pieces([text])[0]
+
+    def seconds(rows, length):
+        times = []
+        for _ in range(9):
+            start = time.perf_counter()
+            exported.translator.translate_batch(
+                [pieces] * rows, beam_size=1, max_batch_size=rows,
+                min_decoding_length=length, max_decoding_length=length)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    times = {}
+    for rows in counts:
+        seconds(rows, short)  # warm-up
+        times[rows] = 1000 * (seconds(rows, long) - seconds(rows, short)) / (long - short)
+    return times
 
 
 def main(argv=None):
@@ -194,6 +233,8 @@ def main(argv=None):
     p.add_argument("--widths", type=int, nargs="+", default=[16, 32, 256])
     p.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128])
     p.add_argument("--jit", action="store_true")
+    p.add_argument("--ctranslate2", metavar="DIR",
+                   help="also time a greedy step of this CTranslate2 export at each row count")
     args = p.parse_args(argv)
     run = load_run(args.run_dir)
     _, data = load_run_data(run.config, quiet=True)
@@ -209,16 +250,19 @@ def main(argv=None):
     for part in parts[args.widths[0]]:
         print(f"| {part} | " + " | ".join(f"{parts[w][part]:.2f}" for w in args.widths) + " |")
     by_rows = step_by_rows(run, ids[: args.batch], 32, args.jit, args.rows)
+    if args.ctranslate2:
+        by_rows["CTranslate2 step"] = ctranslate2_step_by_rows(args.ctranslate2, texts[0],
+                                                               args.rows)
     print("one decoder step against its rows (caches of 32 positions), ms:")
     print("| rows | " + " | ".join(str(count) for count in args.rows) + " |")
     print("|---|" + "---:|" * len(args.rows))
     for part, times in by_rows.items():
         print(f"| {part} | " + " | ".join(f"{ms:.2f}" for ms in times.values()) + " |")
-    computed, whole = rows_computed(run, ids, args.batch, args.beam, args.max_length)
+    computed, whole, live = rows_computed(run, ids, args.batch, args.beam, args.max_length)
     print(f"rows computed over {len(texts)} sentences: {computed:,} (a whole-batch loop: "
-          f"{whole:,}, {whole / computed:.2f}x)")
+          f"{whole:,}, {whole / computed:.2f}x; live rows: {live:,}, {computed / live:.2f}x)")
     print(json.dumps({"parts": parts, "step_by_rows": by_rows, "rows": computed,
-                      "whole_batch_rows": whole}))
+                      "whole_batch_rows": whole, "live_rows": live}))
 
 
 if __name__ == "__main__":
