@@ -13,7 +13,9 @@ distribution, with a temperature, top-k and top-p, seeded statelessly.
 Both decode a batch inside one `tf.function`, in segments of steps
 (`zoo.decode.segments`): between two, the sentences that have finished leave the batch
 and the caches grow. With `jit_compile` (a Python int `max_length`) XLA compiles each
-segment, per shape, and the loop over segments runs in the graph around them. Both work on models from `zoo.get` and on the same models after
+segment, per shape, and the loop over segments runs in the graph around them. Beam
+search computes its first step at one row per sentence (only beam 0 is live then) and
+copies it to the K beams. Both work on models from `zoo.get` and on the same models after
 `keras.saving.load_model` (layers are found by name). How one step is computed:
 
 - Transformer (`use_cache=True`): the encoder runs once; the cross-attention
