@@ -129,8 +129,8 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha, jit=False):
     best, best_score = tf.fill([batch, width], ids.pad), tf.fill([batch], NEG)
     variables = (last, alive, alive_log_probs, ended, best, best_score, tf.less_equal(limit, 0),
                  limit, length_penalty(limit, alpha))
-    first = _first_step(stepper, source, segments.first_width(stepper, width), ids, k, alpha,
-                        variables, jit)
+    stepper, state, variables, t = _first_step(
+        stepper, source, segments.first_width(stepper, width), ids, k, alpha, variables, jit)
 
     def keep_going(t, *variables):
         return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(variables[6])))
@@ -141,18 +141,9 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha, jit=False):
         state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
         return (t + 1, *variables, state)
 
-    search = segments.Search(step, keep_going, first.variables, done=6, per_hypothesis=(0,),
+    search = segments.Search(step, keep_going, variables, done=6, per_hypothesis=(0,),
                              results=(4, 5), copies=k)
-    return segments.run(search, first.stepper, first.state, width, jit, t=first.t)
-
-
-class _Start(tuple):
-    """Where the beam search's loop starts: `(stepper, state, variables, t)`."""
-
-    stepper = property(lambda self: self[0])
-    state = property(lambda self: self[1])
-    variables = property(lambda self: self[2])
-    t = property(lambda self: self[3])
+    return segments.run(search, stepper, state, width, jit, t=t)
 
 
 def _first_step(stepper, source, cache_width, ids, k, alpha, variables, jit):
@@ -161,9 +152,10 @@ def _first_step(stepper, source, cache_width, ids, k, alpha, variables, jit):
     step of 128 rows where 32 give the same). Its logits, its state and the stepper's per-row
     context (`steps.context`) are then copied K times; every kept hypothesis has beam 0 for
     parent, so the copies need no reorder. Compiled by XLA with `jit`, as the segments are.
-    A stepper without `CONTEXT` starts at B·K rows (t = 0). Returns a `_Start`."""
+    A stepper without `CONTEXT` starts at B·K rows (t = 0). Returns `(stepper, state,
+    variables, t)`: where the loop starts."""
     if not decode_steps.has_context(stepper):
-        return _Start((stepper, stepper.prepare(source, k, cache_width), variables, 0))
+        return stepper, stepper.prepare(source, k, cache_width), variables, 0
     state = stepper.prepare(source, 1, cache_width)
 
     def first(state, variables):
@@ -180,7 +172,7 @@ def _first_step(stepper, source, cache_width, ids, k, alpha, variables, jit):
 
     stepper = decode_steps.with_context(
         stepper, tf.nest.map_structure(copied, decode_steps.context(stepper)))
-    return _Start((stepper, tf.nest.map_structure(copied, state), variables, 1))
+    return stepper, tf.nest.map_structure(copied, state), variables, 1
 
 
 def _advance(ids, k, alpha, t, logits, last, alive, alive_log_probs, ended, best, best_score,
