@@ -15,9 +15,10 @@ RUN_DIR is a trained Transformer run. Three measurements:
    caches' reorder by parent beam (`tf.gather` of every cache tensor). Each part's outputs
    are copied to NumPy once per call, which the decoder's (its caches) and the reorder's
    times include: inside the search these stay where they are.
-2. **One decoder step against its rows** (`--rows`): the step, its blocks alone and its
-   output layer alone at each row count, caches of 32 positions, every logit read
-   (`step_by_rows`). With `--ctranslate2`, beside them, one greedy step of that CTranslate2
+2. **One decoder step against its rows** (`--rows`): the step, its blocks alone, its
+   output layer alone, and the step whose tied logits read the transposed table (the beam
+   search's under XLA: `TransformerStep.with_transposed_table`) at each row count, caches of
+   32 positions, every logit read (`step_by_rows`). With `--ctranslate2`, beside them, one greedy step of that CTranslate2
    export of the same run at each row count (`ctranslate2_step_by_rows`).
 3. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
    `zoo.decode.beam_search` in batches of `--batch`, with a spy on the decoder step that
@@ -108,13 +109,16 @@ def step_parts(run, sources, rows_per_sentence, width, jit):
     }
 
 
-PARTS = ("step", "blocks", "logits")  # `step_by_rows`'s parts of the decoder step
+# `step_by_rows`'s parts of the decoder step; "step from Eᵀ": the whole step of
+# `TransformerStep.with_transposed_table`, the beam search's under XLA.
+PARTS = ("step", "blocks", "logits", "step from Eᵀ")
 
 
 def step_by_rows(run, sources, width, jit, counts, steps=16):
     """`{part: {rows: ms}}`: one decoder step (`TransformerStep.step`, caches of `width`
-    positions; "blocks": its embedding and blocks alone, "logits": its output layer alone) at
-    each row count in `counts`. Each is a compiled loop of `steps` steps whose every output is
+    positions; "blocks": its embedding and blocks alone, "logits": its output layer alone;
+    "step from Eᵀ": the step whose tied logits read the transposed table) at each row count
+    in `counts`. Each is a compiled loop of `steps` steps whose every output is
     read (the maximum of each row), as a search reads the logits: XLA would otherwise compute
     only the logits it keeps. The parts are timed in turn, 15 rounds, so that a change of the
     machine's speed falls on all of them. `sources` (B, S), cut to their longest, repeat to
@@ -126,8 +130,10 @@ def step_by_rows(run, sources, width, jit, counts, steps=16):
     for count in counts:
         rows = tf.tile(sources, [-(-count // sources.shape[0]), 1])[:count]
         state = stepper.prepare(rows, 1, width)
+        transposed = stepper.with_transposed_table()
         for part in PARTS:
-            function = tf.function(_steps(stepper, count, width, steps, part),
+            chosen, timed = (transposed, "step") if part == "step from Eᵀ" else (stepper, part)
+            function = tf.function(_steps(chosen, count, width, steps, timed),
                                    jit_compile=jit, autograph=False)
             function(state)  # trace, compile
             made[part, count] = (function, state)

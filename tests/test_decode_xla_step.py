@@ -1,4 +1,5 @@
-"""The XLA paths of a decoding step: tied logits as `(E yᵀ)ᵀ` (zoo/transformer/decoding.py),
+"""The XLA paths of a decoding step: tied logits as `(E yᵀ)ᵀ`, or from `Eᵀ` made once for a
+search (zoo/transformer/decoding.py),
 key/value buffers written by dynamic-update-slice (keras_attention/kv_cache.py) and biases
 added as `x - (-b)` and reshaped kernels behind a barrier (keras_attention/xla.py).
 
@@ -12,12 +13,14 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_decode import padded_source, transformer
 
 import zoo
 from keras_attention import kv_cache, xla
 from keras_attention.layers import TokenAndPositionEmbedding
 from zoo import decode
 from zoo.decode import steps
+from zoo.transformer.decoding import FEW_ROWS, TransformerStep
 
 VOCABULARY, DIM, STEPS = 301, 24, 3
 
@@ -71,6 +74,55 @@ def test_tied_logits_under_xla_equal_the_plain_product_without_copying_the_table
     plain = _optimized_hlo(logits_of(lambda v: embedding(v, reverse=True)), y[:1])
     assert not transposed.search(fixed)
     assert transposed.search(plain)  # the copy the fix removes
+
+
+def _tiny_transformer(**overrides):
+    return zoo.get("transformer-tiny", compile=False, num_encoder_layers=1, num_decoder_layers=1,
+                   d_model=DIM, num_heads=4, intermediate_dim=32, vocabulary_size=VOCABULARY,
+                   max_length=16, **overrides)
+
+
+def test_a_table_transposed_once_gives_the_tied_logits_at_a_few_rows(rng):
+    stepper = steps.stepper(_tiny_transformer(), use_cache=True)
+    transposed = stepper.with_transposed_table()
+    table = stepper.target_embedding.embeddings.numpy()  # E (V, D)
+    np.testing.assert_array_equal(transposed.output_table.numpy(), table.T)
+    for rows in (1, 4):
+        y = tf.constant(rng.normal(size=(rows, 1, DIM)).astype("float32"))
+        expected = y.numpy() @ table.T
+        got = tf.function(transposed.logits, jit_compile=True, autograph=False)(y)
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(transposed.logits(y).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+    def table_read(chosen, rows):
+        """The table the loop's logits product reads: Eᵀ (D, V) contracts its first axis."""
+        y = tf.constant(rng.normal(size=(rows, 1, DIM)).astype("float32"))
+        hlo = _optimized_hlo(_loop(lambda _, v: v + tf.reduce_mean(chosen.logits(v)) * 1e-3), y)
+        dot = re.search(rf"= f32\[{rows},{VOCABULARY}\]\S* dot\(.*rhs_contracting_dims=\{{(\d)\}}", hlo)
+        return {"0": "Eᵀ", "1": "E"}[dot.group(1)]
+
+    assert table_read(transposed, 4) == "Eᵀ" and table_read(transposed, 2) == "Eᵀ"
+    assert table_read(transposed, FEW_ROWS + 1) == "E"  # where Eᵀ is slower
+    assert table_read(stepper, 4) == "E"
+    untied = steps.stepper(_tiny_transformer(tie_embeddings=False), use_cache=True)
+    assert untied.with_transposed_table() is untied  # its output projection is a Dense
+
+
+def test_beam_search_under_xla_takes_the_transposed_table_and_keeps_its_ids(monkeypatch):
+    model = transformer("post_norm_tied")  # a model of its own: no decoding trace cached
+    source = tf.constant(padded_source(np.random.default_rng(3), [5, 3, 7]))
+    expected, expected_scores = decode.beam_search(model, source, beam_size=3, max_length=9)
+    calls = []
+    original = TransformerStep.with_transposed_table
+    monkeypatch.setattr(TransformerStep, "with_transposed_table",
+                        lambda self: calls.append(self) or original(self))
+    decode.beam_search(model, source, beam_size=3, max_length=9)
+    assert not calls  # outside XLA, TensorFlow's MatMul reads E as it is
+    tokens, scores = decode.beam_search(model, source, beam_size=3, max_length=9,
+                                        jit_compile=True)
+    assert calls
+    np.testing.assert_array_equal(tokens.numpy(), expected.numpy())
+    np.testing.assert_allclose(scores.numpy(), expected_scores.numpy(), atol=1e-5)
 
 
 def test_cache_writes_under_xla_match_numpy_and_update_in_place(rng):

@@ -11,6 +11,8 @@ Shapes: B rows (sentences × beams), S source length, D model size, N heads, H h
 V target vocabulary.
 """
 
+import copy
+
 import tensorflow as tf
 from keras import ops
 
@@ -18,6 +20,8 @@ from keras_attention.ops import repeat_rows
 from keras_attention.xla import in_xla_context
 from zoo.families import numbered_layers
 from zoo.transformer import copying
+
+FEW_ROWS = 4  # the rows up to which tied logits read Eᵀ (`TransformerStep.with_transposed_table`)
 
 
 def stepper(model, layers, pad_id, source_extended=None):
@@ -53,6 +57,7 @@ class TransformerStep:
         self.encoder_norm = layers.get("encoder_norm")
         self.decoder_norm = layers.get("decoder_norm")
         self.output_projection = layers.get("output_projection")
+        self.output_table = None  # Eᵀ (D, V), set by `with_transposed_table`
 
     def prepare(self, source, copies, width):
         """Encode `(B, S)`; keep per-beam copies of the cross-attention keys/values;
@@ -100,11 +105,34 @@ class TransformerStep:
             y = self.decoder_norm(y)
         return y, tuple(new_caches), embedded, weights[0]
 
+    def with_transposed_table(self):
+        """A copy of this step whose tied logits at a few rows (`FEW_ROWS`) read `Eᵀ` `(D, V)`
+        under XLA: the token table transposed once, here, for the steps of a whole search.
+
+        XLA:CPU's product of 2 to 4 rows with E `(V, D)` packs the whole table at every
+        step; with `Eᵀ` laid out as the product reads it, a 4-row step of
+        `transformer-small` (8,000 × 256 table) took 1.04-1.12 ms against 1.19-1.34. From
+        8 rows up the same product from `Eᵀ` was slower (at 128 rows 9.6-11.2 ms against
+        7.9-9.0), so there the step keeps E (`benchmarks/README.md`). The transpose costs
+        about one such step, so the beam search takes it after its first step; greedy
+        search does not. The same step where the logits are not the tied table's (an
+        output projection, an int8 table)."""
+        if self.output_projection is not None or \
+                self.target_embedding.token_embedding.quantization_mode == "int8":
+            return self
+        chosen = copy.copy(self)
+        table = self.target_embedding.embeddings
+        chosen.output_table = tf.transpose(ops.cast(table, self.target_embedding.compute_dtype))
+        return chosen
+
     def logits(self, y, tied=None):
         """Decoder outputs `(B, 1, D)` -> logits `(B, 1, V)`: the output projection, or
-        `tied(y, embedding)` (default `tied_logits`) with the embedding tied."""
+        `tied(y, embedding)` (default `tied_logits`) with the embedding tied, or under XLA
+        `y Eᵀ` where `with_transposed_table` made `Eᵀ`."""
         if self.output_projection is not None:
             logits = self.output_projection(y)
+        elif tied is None and self.output_table is not None and in_xla_context():
+            logits = _tied_logits_of_few_rows(y, self.output_table, self.target_embedding)
         else:
             logits = (tied or tied_logits)(y, self.target_embedding)  # tied: y Eᵀ
         if self.final_logits_bias is not None:
@@ -132,6 +160,17 @@ def tied_logits(y, embedding):
     return tf.reshape(logits, tf.concat([tf.shape(y)[:-1], tf.shape(table)[:1]], axis=0))
 
 
+def _tied_logits_of_few_rows(y, table_t, embedding):
+    """`y Eᵀ` from `Eᵀ` `(D, V)` where y `(B, T, D)` has at most `FEW_ROWS` rows (B·T), else
+    `tied_logits`. Under XLA the row count is known when the program is compiled, and the
+    condition on it is folded away."""
+    rows = tf.reshape(y, [-1, tf.shape(y)[-1]])  # (B·T, D)
+    shape = tf.concat([tf.shape(y)[:-1], tf.shape(table_t)[1:]], axis=0)
+    return tf.cond(tf.shape(rows)[0] <= FEW_ROWS,
+                   lambda: tf.reshape(tf.matmul(rows, table_t), shape),
+                   lambda: tied_logits(y, embedding))
+
+
 def _reversed_embedding(y, embedding):
     return embedding(y, reverse=True)
 
@@ -157,6 +196,10 @@ class CopyTransformerStep(TransformerStep):
         self.source_extended = repeat_rows(self.extended, copies)
         self.encoder_output = repeat_rows(self.encoder_output, copies)  # h (B·copies, S, D)
         return caches
+
+    def with_transposed_table(self):
+        """This step: its logits are the embedding's reverse (`_reversed_embedding`)."""
+        return self
 
     def step(self, tokens, t, caches):
         """tokens `(B,)` at position t -> `log P` `(B, V + S)` for position t, new caches."""
