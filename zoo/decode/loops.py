@@ -132,7 +132,7 @@ def beam(stepper, source, width, limit, ids, beam_size, alpha, jit=False):
     stepper, state, variables, t = _first_step(
         stepper, source, segments.first_width(stepper, width), ids, k, alpha, variables, jit)
     if (jit or in_xla_context()) and hasattr(stepper, "with_transposed_table"):
-        stepper = stepper.with_transposed_table()  # every step now computes B·K rows
+        stepper = stepper.with_transposed_table()  # the steps after the first: B·K rows
 
     def keep_going(t, *variables):
         return tf.logical_and(t < width, tf.logical_not(tf.reduce_all(variables[6])))

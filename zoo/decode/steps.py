@@ -11,8 +11,9 @@ loops then start with 16 positions and double them as they go
 (`zoo.decode.segments`). A stepper's `CONTEXT` names the attributes that `prepare` sets to
 per-row tensors the steps read (`B·copies` rows: the encoder's outputs, the source mask):
 the loops drop finished sentences from the batch by gathering them (`with_context`). A
-stepper may have `with_transposed_table()`, a copy of it for steps of many rows under XLA
-(the beam search takes it after its first step: `TransformerStep.with_transposed_table`).
+stepper may have `with_transposed_table()`, a copy of it whose steps under XLA read a table
+made once for the search (the beam search takes it after its first step:
+`TransformerStep.with_transposed_table`).
 
 The cached steps are the families': `stepper` asks the registry for the model's family
 (`zoo.registry.family_of_model`) and the family object for its step (`Family.step`:
