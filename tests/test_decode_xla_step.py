@@ -123,6 +123,11 @@ def test_beam_search_under_xla_takes_the_transposed_table_and_keeps_its_ids(monk
     assert calls
     np.testing.assert_array_equal(tokens.numpy(), expected.numpy())
     np.testing.assert_allclose(scores.numpy(), expected_scores.numpy(), atol=1e-5)
+    # One sentence: 3 rows a step, whose logits read Eᵀ.
+    alone, alone_scores = decode.beam_search(model, source[:1], beam_size=3, max_length=9,
+                                             jit_compile=True)
+    np.testing.assert_array_equal(alone.numpy(), expected.numpy()[:1])
+    np.testing.assert_allclose(alone_scores.numpy(), expected_scores.numpy()[:1], atol=1e-5)
 
 
 def test_cache_writes_under_xla_match_numpy_and_update_in_place(rng):
