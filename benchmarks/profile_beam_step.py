@@ -18,8 +18,9 @@ RUN_DIR is a trained Transformer run. Three measurements:
 2. **One decoder step against its rows** (`--rows`): the step, its blocks alone, its
    output layer alone, and the step whose tied logits read the transposed table (the beam
    search's under XLA: `TransformerStep.with_transposed_table`) at each row count, caches of
-   32 positions, every logit read (`step_by_rows`). With `--ctranslate2`, beside them, one greedy step of that CTranslate2
-   export of the same run at each row count (`ctranslate2_step_by_rows`).
+   32 positions, every logit read (`step_by_rows`). With `--ctranslate2`, beside them, one
+   greedy step of that CTranslate2 export of the same run at each row count
+   (`ctranslate2_step_by_rows`).
 3. **Rows computed**: the run's test split (`--sentences` spread over it) decoded by
    `zoo.decode.beam_search` in batches of `--batch`, with a spy on the decoder step that
    counts the rows of every step; against the rows a batch would compute if every step
@@ -118,9 +119,9 @@ def step_by_rows(run, sources, width, jit, counts, steps=16):
     """`{part: {rows: ms}}`: one decoder step (`TransformerStep.step`, caches of `width`
     positions; "blocks": its embedding and blocks alone, "logits": its output layer alone;
     "step from Eᵀ": the step whose tied logits read the transposed table) at each row count
-    in `counts`. Each is a compiled loop of `steps` steps whose every output is
-    read (the maximum of each row), as a search reads the logits: XLA would otherwise compute
-    only the logits it keeps. The parts are timed in turn, 15 rounds, so that a change of the
+    in `counts`. Each is a compiled loop of `steps` steps whose every output is read (the
+    maximum of each row), as a search reads the logits: XLA would otherwise compute only the
+    logits it keeps. The parts are timed in turn, 15 rounds, so that a change of the
     machine's speed falls on all of them. `sources` (B, S), cut to their longest, repeat to
     make the rows."""
     stepper = decode_steps.stepper(run.model, use_cache=True)

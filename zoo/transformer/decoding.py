@@ -111,12 +111,12 @@ class TransformerStep:
 
         XLA:CPU's product of 2 to 4 rows with E `(V, D)` packs the whole table at every
         step; with `Eᵀ` laid out as the product reads it, a 4-row step of
-        `transformer-small` (8,000 × 256 table) took 0.93-1.30 ms against 1.13-1.57 over five
-        runs. From 8 rows up the same product from `Eᵀ` was slower (at 128 rows 9.6-11.2 ms against
-        7.9-9.0), so there the step keeps E (`benchmarks/README.md`). The transpose costs
-        about one such step, so the beam search takes it after its first step; greedy
-        search does not. The same step where the logits are not the tied table's (an
-        output projection, an int8 table)."""
+        `transformer-small` (8,000 × 256 table) took 0.93-1.30 ms against 1.13-1.57 over
+        five runs. From 8 rows up the same product from `Eᵀ` was slower (at 128 rows
+        9.6-11.2 ms against 7.9-9.0), so there the step keeps E (`benchmarks/README.md`).
+        The transpose costs about one such step, so the beam search takes it after its
+        first step; greedy search does not. The same step where the logits are not the
+        tied table's (an output projection, an int8 table)."""
         if self.output_projection is not None or \
                 self.target_embedding.token_embedding.quantization_mode == "int8":
             return self
